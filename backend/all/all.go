@@ -1,0 +1,7 @@
+// Package all links every backend into a binary: import it for its side
+// effect of registering them with the sandbox package.
+package all
+
+import (
+	_ "github.com/execbox/execbox/backend/local"
+)

@@ -1,0 +1,180 @@
+package local
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// reaperConfig is what the reaper needs besides the program's argv; it
+// travels as argv[1] (it holds no secret).
+type reaperConfig struct {
+	Rlimits map[int]uint64 `json:"rlimits"` // resource → limit (soft = hard, except CPU)
+}
+
+// status is written by the reaper on fd 3: how the program ended.
+type status struct {
+	Exit   int `json:"exit"`
+	Signal int `json:"signal"`
+}
+
+// reaperMain runs as the entry point "local-reaper": argv = config, program args...
+func reaperMain() {
+	unix.CloseOnExec(3)
+	fail := func(format string, args ...any) {
+		fmt.Fprintf(os.Stderr, "execbox local reaper: "+format+"\n", args...)
+		os.Exit(125)
+	}
+	if len(os.Args) < 3 {
+		fail("usage: config program [args...]")
+	}
+	var cfg reaperConfig
+	if err := json.Unmarshal([]byte(os.Args[1]), &cfg); err != nil {
+		fail("decoding config: %v", err)
+	}
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		fail("becoming subreaper: %v", err)
+	}
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, unix.SIGTERM, unix.SIGINT, unix.SIGHUP)
+
+	for res, lim := range cfg.Rlimits {
+		rl := unix.Rlimit{Cur: lim, Max: lim}
+		if res == unix.RLIMIT_CPU {
+			rl.Max = lim + 1 // SIGXCPU at the soft limit, SIGKILL a second later
+		}
+		if err := unix.Setrlimit(res, &rl); err != nil {
+			fail("setting rlimit %d: %v", res, err)
+		}
+	}
+	// Start the program with fds 0-2 only; signals we handle are back to
+	// their defaults after execve.
+	argv := os.Args[2:]
+	pid, err := forkExec(argv)
+	if err != nil {
+		fail("%v", err)
+	}
+
+	type event struct {
+		pid int
+		ws  unix.WaitStatus
+		err error
+	}
+	events := make(chan event)
+	go func() {
+		for {
+			var ws unix.WaitStatus
+			p, err := unix.Wait4(-1, &ws, 0, nil)
+			if err == unix.EINTR {
+				continue
+			}
+			events <- event{p, ws, err}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	st := status{Exit: 125}
+	draining := false
+	for {
+		select {
+		case ev := <-events:
+			if ev.err != nil { // ECHILD: no child left, so no descendant either
+				writeStatus(st)
+				os.Exit(0)
+			}
+			if ev.pid == pid {
+				st = status{Exit: ev.ws.ExitStatus()}
+				if ev.ws.Signaled() {
+					st = status{Exit: -1, Signal: int(ev.ws.Signal())}
+				}
+				draining = true
+			}
+			if draining {
+				killDescendants()
+			}
+		case <-sigs:
+			draining = true
+			killDescendants()
+		case <-tick.C:
+			if draining {
+				killDescendants()
+			}
+		}
+	}
+}
+
+func forkExec(argv []string) (int, error) {
+	pid, err := syscall.ForkExec(argv[0], argv, &syscall.ProcAttr{Env: os.Environ(), Files: []uintptr{0, 1, 2}})
+	if err != nil {
+		return 0, fmt.Errorf("starting %s: %w", argv[0], err)
+	}
+	return pid, nil
+}
+
+func writeStatus(st status) {
+	f := os.NewFile(3, "status")
+	if f == nil {
+		return
+	}
+	b, _ := json.Marshal(st)
+	f.Write(b)
+	f.Close()
+}
+
+// killDescendants SIGKILLs every process whose parent chain leads to us.
+// Orphans are reparented to us (we are the subreaper), so repeated passes
+// catch processes forked during a pass.
+func killDescendants() {
+	self := os.Getpid()
+	parent := map[int]int{}
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if pp, ok := ppidOf(pid); ok {
+			parent[pid] = pp
+		}
+	}
+	for pid := range parent {
+		for p, hops := parent[pid], 0; p > 1 && hops < 1<<16; p, hops = parent[p], hops+1 {
+			if p == self {
+				unix.Kill(pid, unix.SIGKILL)
+				break
+			}
+		}
+	}
+}
+
+func ppidOf(pid int) (int, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, false
+	}
+	// The command name may hold spaces and parentheses: parse after the last ')'.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0, false
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 2 {
+		return 0, false
+	}
+	pp, err := strconv.Atoi(f[1])
+	return pp, err == nil
+}

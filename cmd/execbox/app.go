@@ -1,0 +1,57 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/execbox/execbox/engine"
+	"github.com/execbox/execbox/internal/config"
+	"github.com/execbox/execbox/sandbox"
+)
+
+// loadConfig applies every layer: defaults < file < environment < --set.
+func (g *globals) loadConfig() (*config.Config, *config.Provenance, error) {
+	flags := map[string]string{}
+	for _, kv := range g.set {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			return nil, nil, sandbox.Errorf(sandbox.ErrInvalid, "flag_invalid", "--set %q: want key=value", kv)
+		}
+		flags[k] = v
+	}
+	return config.Load(g.configPath, os.Environ(), flags)
+}
+
+// newEngine builds the engine the configuration describes.
+func newEngine(cfg *config.Config) (*engine.Engine, error) {
+	workRoot, stateDir, err := cfg.Dirs()
+	if err != nil {
+		return nil, err
+	}
+	return engine.New(engine.Options{
+		Backend:         cfg.Backend,
+		AllowUnisolated: cfg.AllowUnisolated,
+		Preference:      cfg.Preference,
+		Defaults:        cfg.Limits(),
+		MaxWall:         cfg.Limit.MaxWall,
+		Settings: func(name string) sandbox.Settings {
+			return sandbox.Settings{
+				Decode:   cfg.BackendSection(name),
+				StateDir: stateDir,
+				WorkRoot: workRoot,
+				Instance: fmt.Sprintf("cli-%d", os.Getpid()),
+				Defaults: cfg.Limits(),
+			}
+		},
+	})
+}
+
+// policy is the configured part of every request's sandbox policy.
+func policy(cfg *config.Config) sandbox.Policy {
+	return sandbox.Policy{
+		EnvAllowlist:   cfg.EnvAllowlist,
+		EnvAllowPrefix: cfg.EnvAllowPrefix,
+		RunAsUser:      cfg.RunAsUser,
+	}
+}

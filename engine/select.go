@@ -1,0 +1,244 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/execbox/execbox/sandbox"
+)
+
+// Tiers a request may ask for.
+const (
+	TierStrict   = "strict"
+	TierStandard = "standard"
+	TierFast     = "fast"
+)
+
+// Decision says which backend a selection chose and why.
+type Decision struct {
+	Backend   string            `json:"backend"`
+	Isolation sandbox.Isolation `json:"isolation"`
+	Because   string            `json:"selected_because"`
+}
+
+// Select picks the backend a request with sel runs on, or says why none may.
+func (e *Engine) Select(ctx context.Context, sel Selection) (sandbox.Backend, Decision, error) {
+	if e.opts.Backend == "off" {
+		return nil, Decision{}, errorf(sandbox.ErrDenied, "backend_off",
+			"execution is turned off (backend: off): nothing runs, tier requests included")
+	}
+	floor, why, err := e.floor(sel)
+	if err != nil {
+		return nil, Decision{}, err
+	}
+	name := sel.Backend
+	if name == "" && sel.Tier == "" && e.opts.Backend != "auto" {
+		name = e.opts.Backend
+	}
+	if name != "" {
+		return e.named(ctx, name, floor, why)
+	}
+	return e.pick(ctx, sel.Tier, floor, why)
+}
+
+// floor is the weakest isolation sel may run with, and why.
+func (e *Engine) floor(sel Selection) (sandbox.Isolation, string, error) {
+	floor, why := e.opts.MinIsolation, "the configured min_isolation"
+	raise := func(l sandbox.Isolation, because string) {
+		if l > floor {
+			floor, why = l, because
+		}
+	}
+	if sel.Backend != "" && sel.Tier != "" {
+		return 0, "", errorf(sandbox.ErrInvalid, "selection_invalid", "give a backend or a tier, not both (backend %q, tier %q)", sel.Backend, sel.Tier)
+	}
+	switch sel.Tier {
+	case "":
+	case TierStrict:
+		raise(sandbox.IsolationKernel, "tier strict")
+	case TierStandard, TierFast:
+		raise(sandbox.IsolationProcess, "tier "+sel.Tier)
+	default:
+		return 0, "", errorf(sandbox.ErrInvalid, "tier_unknown",
+			"unknown tier %q: tiers are strict, standard and fast, and a tier never names a backend", sel.Tier)
+	}
+	if sel.MinIsolation != "" {
+		l, err := sandbox.ParseIsolation(sel.MinIsolation)
+		if err != nil {
+			return 0, "", err
+		}
+		raise(l, "the request's min_isolation")
+	}
+	// A configured backend is the floor: a request may raise it, never lower it.
+	if b, ok := e.backends[e.opts.Backend]; ok && (sel.Backend != "" || sel.Tier != "") && e.opts.Backend != "local" {
+		raise(b.Capabilities().Isolation, "the configured backend "+e.opts.Backend)
+	}
+	return floor, why, nil
+}
+
+func (e *Engine) named(ctx context.Context, name string, floor sandbox.Isolation, why string) (sandbox.Backend, Decision, error) {
+	b, ok := e.backends[name]
+	if !ok {
+		if slices.Contains(e.order, name) { // registered, but its factory failed
+			return nil, Decision{}, errorf(sandbox.ErrUnavailable, "backend_unavailable", "backend %s is unavailable: %s", name, e.reason(name))
+		}
+		return nil, Decision{}, errorf(sandbox.ErrInvalid, "backend_unknown", "unknown backend %q (known: %s)", name, strings.Join(e.order, ", "))
+	}
+	iso := b.Capabilities().Isolation
+	if iso == sandbox.IsolationNone && !e.opts.AllowUnisolated {
+		return nil, Decision{}, errorf(sandbox.ErrDenied, "unisolated_not_allowed",
+			"backend %s runs code with no isolation and is refused unless allow_unisolated is set (EXECBOX_ALLOW_UNISOLATED=true); execbox never falls back to it", name)
+	}
+	if iso < floor {
+		return nil, Decision{}, errorf(sandbox.ErrDenied, "isolation_too_weak",
+			"backend %s gives isolation %s, below the %s required by %s", name, iso, floor, why)
+	}
+	h, err := e.healthOf(ctx, name)
+	if err != nil {
+		return nil, Decision{}, err
+	}
+	if !h.Available {
+		return nil, Decision{}, errorf(sandbox.ErrUnavailable, "backend_unavailable",
+			"backend %s is unavailable: %s (execbox does not fall back to another backend)", name, h.Reason)
+	}
+	return b, Decision{Backend: name, Isolation: iso, Because: "named: " + name}, nil
+}
+
+// pick chooses among the isolated backends for auto or a tier.
+func (e *Engine) pick(ctx context.Context, tier string, floor sandbox.Isolation, why string) (sandbox.Backend, Decision, error) {
+	type cand struct {
+		name string
+		iso  sandbox.Isolation
+		pref int
+	}
+	var cands []cand
+	var refused []string
+	for _, name := range e.order {
+		b, ok := e.backends[name]
+		if !ok {
+			refused = append(refused, name+": "+e.reason(name))
+			continue
+		}
+		iso := b.Capabilities().Isolation
+		if iso == sandbox.IsolationNone {
+			continue // never picked by auto or a tier
+		}
+		if iso < floor {
+			refused = append(refused, fmt.Sprintf("%s: isolation %s is below %s (%s)", name, iso, floor, why))
+			continue
+		}
+		h, err := e.healthOf(ctx, name)
+		if err != nil {
+			return nil, Decision{}, err
+		}
+		if !h.Available || !h.Ready {
+			refused = append(refused, name+": "+h.Reason)
+			continue
+		}
+		pref := slices.Index(e.opts.Preference, name)
+		if pref < 0 {
+			pref = len(e.opts.Preference)
+		}
+		cands = append(cands, cand{name, iso, pref})
+	}
+	if len(cands) == 0 {
+		what := "auto"
+		if tier != "" {
+			what = "tier " + tier
+		}
+		return nil, Decision{}, errorf(sandbox.ErrUnavailable, "no_backend",
+			"no backend is available and ready for %s at isolation %s or stronger (%s); execbox never falls back to weaker isolation",
+			what, floor, strings.Join(refused, "; "))
+	}
+	slices.SortStableFunc(cands, func(a, b cand) int {
+		if tier == TierFast {
+			if a.pref != b.pref {
+				return a.pref - b.pref
+			}
+			return int(a.iso - b.iso) // weaker is faster when unranked
+		}
+		if a.iso != b.iso {
+			return int(b.iso - a.iso)
+		}
+		return a.pref - b.pref
+	})
+	c := cands[0]
+	because := fmt.Sprintf("auto: the strongest available and ready backend (isolation %s)", c.iso)
+	switch tier {
+	case TierFast:
+		because = fmt.Sprintf("tier fast: the fastest ready backend of isolation %s or stronger", floor)
+	case TierStrict, TierStandard:
+		because = fmt.Sprintf("tier %s: the strongest ready backend of isolation %s or stronger", tier, floor)
+	}
+	if len(cands) > 1 {
+		var others []string
+		for _, o := range cands[1:] {
+			others = append(others, o.name)
+		}
+		because += "; also ready: " + strings.Join(others, ", ")
+	}
+	if len(refused) > 0 {
+		because += "; not used: " + strings.Join(refused, "; ")
+	}
+	return e.backends[c.name], Decision{Backend: c.name, Isolation: c.iso, Because: because}, nil
+}
+
+func (e *Engine) reason(name string) string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if p, ok := e.health[name]; ok {
+		return p.h.Reason
+	}
+	return "not probed"
+}
+
+// Candidate is one backend in the health report.
+type Candidate struct {
+	Name         string            `json:"name"`
+	Isolation    sandbox.Isolation `json:"isolation"`
+	Available    bool              `json:"available"`
+	Ready        bool              `json:"ready"`
+	Reason       string            `json:"reason"`
+	Details      map[string]string `json:"details,omitempty"`
+	Enforcement  map[string]string `json:"enforcement,omitempty"`
+	Sessions     bool              `json:"sessions"`
+	Unisolated   bool              `json:"unisolated,omitempty"`
+	AllowedByCfg bool              `json:"allowed"`
+}
+
+// Report is the selection report (seed 001's health, `execbox doctor`).
+type Report struct {
+	Configured      string         `json:"configured"`
+	Backend         string         `json:"backend"`
+	Isolation       string         `json:"isolation,omitempty"`
+	SelectedBecause string         `json:"selected_because"`
+	Defaults        sandbox.Limits `json:"defaults"`
+	Candidates      []Candidate    `json:"candidates"`
+}
+
+// Report probes (or reuses probes of) every backend and says what the
+// configured choice resolves to and why.
+func (e *Engine) Report(ctx context.Context) Report {
+	r := Report{Configured: e.opts.Backend, Defaults: e.opts.Defaults}
+	for _, name := range e.order {
+		c := Candidate{Name: name, Reason: e.reason(name)}
+		if b, ok := e.backends[name]; ok {
+			caps := b.Capabilities()
+			h, _ := e.healthOf(ctx, name)
+			c.Isolation, c.Sessions, c.Enforcement = caps.Isolation, caps.Sessions, caps.Limits
+			c.Available, c.Ready, c.Reason, c.Details = h.Available, h.Ready, h.Reason, h.Details
+			c.Unisolated = caps.Isolation == sandbox.IsolationNone
+			c.AllowedByCfg = !c.Unisolated || e.opts.AllowUnisolated
+		}
+		r.Candidates = append(r.Candidates, c)
+	}
+	_, d, err := e.Select(ctx, Selection{})
+	if err != nil {
+		r.SelectedBecause = err.Error()
+		return r
+	}
+	r.Backend, r.Isolation, r.SelectedBecause = d.Backend, d.Isolation.String(), d.Because
+	return r
+}

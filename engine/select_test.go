@@ -1,0 +1,179 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/execbox/execbox/sandbox"
+)
+
+// stub is a backend whose isolation level and health the test sets. The
+// selection rules are policy over Capabilities and Health; which real
+// technology sits behind them does not matter to them (the backends' own
+// tests run the real things).
+type stub struct {
+	name string
+	iso  sandbox.Isolation
+	mu   sync.Mutex
+	h    sandbox.Health
+}
+
+func (s *stub) Name() string { return s.name }
+func (s *stub) Capabilities() sandbox.Capabilities {
+	return sandbox.Capabilities{Isolation: s.iso}
+}
+func (s *stub) Health(context.Context) sandbox.Health {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.h
+}
+func (s *stub) Create(context.Context, sandbox.Spec) (sandbox.Sandbox, error) {
+	return nil, errors.New("stub")
+}
+func (s *stub) set(avail, ready bool, reason string) {
+	s.mu.Lock()
+	s.h = sandbox.Health{Available: avail, Ready: ready, Reason: reason}
+	s.mu.Unlock()
+}
+
+var stubs = map[string]*stub{}
+
+func init() {
+	for name, iso := range map[string]sandbox.Isolation{
+		"t-none": sandbox.IsolationNone, "t-proc1": sandbox.IsolationProcess, "t-proc2": sandbox.IsolationProcess,
+		"t-kernel": sandbox.IsolationKernel, "t-vm": sandbox.IsolationVM,
+	} {
+		s := &stub{name: name, iso: iso}
+		stubs[name] = s
+		sandbox.Register(name, func(sandbox.Settings) (sandbox.Backend, error) { return s, nil })
+	}
+}
+
+// world sets every stub's health: names listed are available and ready.
+func world(ready ...string) {
+	for name, s := range stubs {
+		s.set(false, false, name+" is not installed")
+	}
+	for _, n := range ready {
+		stubs[n].set(true, true, "ok")
+	}
+}
+
+func newEngine(t *testing.T, o Options) *Engine {
+	t.Helper()
+	o.Backends = []string{"t-none", "t-proc1", "t-proc2", "t-kernel", "t-vm"}
+	if o.Preference == nil {
+		o.Preference = []string{"t-proc1", "t-proc2"}
+	}
+	e, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Close)
+	return e
+}
+
+func selectName(t *testing.T, e *Engine, sel Selection) (string, error) {
+	t.Helper()
+	_, d, err := e.Select(context.Background(), sel)
+	return d.Backend, err
+}
+
+func TestSelection(t *testing.T) {
+	tests := []struct {
+		name    string
+		ready   []string
+		opts    Options
+		sel     Selection
+		want    string // backend, or "" with wantErr
+		wantErr *sandbox.Kind
+		errHas  string
+	}{
+		{"auto takes the strongest ready", []string{"t-proc1", "t-kernel", "t-vm"}, Options{}, Selection{}, "t-vm", nil, ""},
+		{"auto skips unavailable", []string{"t-proc1", "t-kernel"}, Options{}, Selection{}, "t-kernel", nil, ""},
+		{"auto ties by preference", []string{"t-proc2", "t-proc1"}, Options{}, Selection{}, "t-proc1", nil, ""},
+		{"auto ties by configured preference", []string{"t-proc2", "t-proc1"}, Options{Preference: []string{"t-proc2"}}, Selection{}, "t-proc2", nil, ""},
+		{"auto never picks unisolated", []string{"t-none"}, Options{AllowUnisolated: true}, Selection{}, "", sandbox.ErrUnavailable, "never falls back"},
+		{"off refuses auto", []string{"t-vm"}, Options{Backend: "off"}, Selection{}, "", sandbox.ErrDenied, "turned off"},
+		{"off refuses strict", []string{"t-vm"}, Options{Backend: "off"}, Selection{Tier: TierStrict}, "", sandbox.ErrDenied, "tier requests included"},
+		{"off refuses a named backend", []string{"t-vm"}, Options{Backend: "off"}, Selection{Backend: "t-vm"}, "", sandbox.ErrDenied, ""},
+		{"named unavailable is an error, not a fallback", []string{"t-proc1"}, Options{}, Selection{Backend: "t-kernel"}, "", sandbox.ErrUnavailable, "t-kernel is not installed"},
+		{"configured named unavailable is an error", []string{"t-proc1"}, Options{Backend: "t-kernel"}, Selection{}, "", sandbox.ErrUnavailable, "does not fall back"},
+		{"unknown backend", nil, Options{}, Selection{Backend: "nope"}, "", sandbox.ErrInvalid, "unknown backend"},
+		{"unisolated refused without allow", []string{"t-none"}, Options{}, Selection{Backend: "t-none"}, "", sandbox.ErrDenied, "allow_unisolated"},
+		{"unisolated allowed when named and allowed", []string{"t-none"}, Options{AllowUnisolated: true}, Selection{Backend: "t-none"}, "t-none", nil, ""},
+		{"a tier never names a backend", []string{"t-none"}, Options{AllowUnisolated: true}, Selection{Tier: "t-none"}, "", sandbox.ErrInvalid, "never names a backend"},
+		{"a tier named local is refused", []string{"t-none"}, Options{AllowUnisolated: true}, Selection{Tier: "local"}, "", sandbox.ErrInvalid, ""},
+		{"strict takes kernel or stronger", []string{"t-proc1", "t-kernel"}, Options{}, Selection{Tier: TierStrict}, "t-kernel", nil, ""},
+		{"strict without kernel fails", []string{"t-proc1", "t-proc2"}, Options{}, Selection{Tier: TierStrict}, "", sandbox.ErrUnavailable, "kernel or stronger"},
+		{"standard takes the strongest", []string{"t-proc1", "t-vm"}, Options{}, Selection{Tier: TierStandard}, "t-vm", nil, ""},
+		{"fast takes the preferred fast one", []string{"t-proc2", "t-proc1", "t-kernel"}, Options{}, Selection{Tier: TierFast}, "t-proc1", nil, ""},
+		{"fast never unisolated", []string{"t-none"}, Options{AllowUnisolated: true}, Selection{Tier: TierFast}, "", sandbox.ErrUnavailable, ""},
+		{"min_isolation is never undercut", []string{"t-proc1", "t-kernel"}, Options{}, Selection{Tier: TierFast, MinIsolation: "kernel"}, "t-kernel", nil, ""},
+		{"min_isolation refuses a weaker named backend", []string{"t-proc1"}, Options{}, Selection{Backend: "t-proc1", MinIsolation: "kernel"}, "", sandbox.ErrDenied, "below the kernel"},
+		{"configured floor: a tier may not lower it", []string{"t-proc1", "t-kernel"}, Options{Backend: "t-kernel"}, Selection{Tier: TierFast}, "t-kernel", nil, ""},
+		{"configured floor: a named request may not lower it", []string{"t-proc1", "t-kernel"}, Options{Backend: "t-kernel"}, Selection{Backend: "t-proc1"}, "", sandbox.ErrDenied, "configured backend"},
+		{"a tier may raise isolation", []string{"t-proc1", "t-kernel"}, Options{Backend: "t-proc1"}, Selection{Tier: TierStrict}, "t-kernel", nil, ""},
+		{"configured min_isolation", []string{"t-proc1", "t-proc2"}, Options{MinIsolation: sandbox.IsolationKernel}, Selection{}, "", sandbox.ErrUnavailable, ""},
+		{"bad min_isolation", nil, Options{}, Selection{MinIsolation: "extreme"}, "", sandbox.ErrInvalid, "extreme"},
+		{"backend and tier together", nil, Options{}, Selection{Backend: "t-proc1", Tier: TierFast}, "", sandbox.ErrInvalid, "not both"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			world(tc.ready...)
+			e := newEngine(t, tc.opts)
+			got, err := selectName(t, e, tc.sel)
+			if tc.wantErr != nil {
+				if !errors.Is(err, tc.wantErr) || !strings.Contains(err.Error(), tc.errHas) {
+					t.Fatalf("Select = %q, %v; want %v error containing %q", got, err, tc.wantErr.Code(), tc.errHas)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Fatalf("Select = %q, %v; want %q", got, err, tc.want)
+			}
+		})
+	}
+}
+
+func TestNotReadyIsSkippedByAutoButNamedWorks(t *testing.T) {
+	world("t-proc1")
+	stubs["t-vm"].set(true, false, "image not pulled")
+	e := newEngine(t, Options{})
+	if got, err := selectName(t, e, Selection{}); err != nil || got != "t-proc1" {
+		t.Fatalf("auto = %q, %v", got, err)
+	}
+	if got, err := selectName(t, e, Selection{Backend: "t-vm"}); err != nil || got != "t-vm" {
+		t.Fatalf("named not-ready = %q, %v", got, err)
+	}
+}
+
+func TestBackendReadyLaterIsPickedUpWithoutRestart(t *testing.T) {
+	world("t-proc1")
+	e := newEngine(t, Options{})
+	if got, _ := selectName(t, e, Selection{}); got != "t-proc1" {
+		t.Fatalf("before: %q", got)
+	}
+	stubs["t-kernel"].set(true, true, "ok")
+	e.refresh("t-kernel")
+	if got, _ := selectName(t, e, Selection{}); got != "t-kernel" {
+		t.Fatalf("after the kernel backend became ready: %q", got)
+	}
+}
+
+func TestReport(t *testing.T) {
+	world("t-proc1", "t-kernel")
+	e := newEngine(t, Options{})
+	r := e.Report(context.Background())
+	if r.Backend != "t-kernel" || r.Configured != "auto" || !strings.Contains(r.SelectedBecause, "strongest") || len(r.Candidates) != 5 {
+		t.Fatalf("report = %+v", r)
+	}
+	for _, c := range r.Candidates {
+		if c.Name == "t-vm" && (c.Available || c.Reason != "t-vm is not installed") {
+			t.Fatalf("t-vm candidate = %+v", c)
+		}
+	}
+}

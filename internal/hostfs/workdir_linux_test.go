@@ -1,0 +1,112 @@
+package hostfs
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/execbox/execbox/sandbox"
+)
+
+func newWD(t *testing.T) *WorkDir {
+	t.Helper()
+	w, err := NewWorkDir(t.TempDir(), os.Getuid(), os.Getgid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Remove() })
+	return w
+}
+
+func TestWriteAndCollect(t *testing.T) {
+	w := newWD(t)
+	if err := w.Write(map[string][]byte{"in.txt": []byte("in"), "d/sub/b.txt": []byte("b")}); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(w.Path, "d/sub/b.txt")); string(b) != "b" {
+		t.Fatalf("input not written: %q", b)
+	}
+	// The "program": a new file, a changed input, an untouched input, a symlink, a fifo.
+	os.WriteFile(filepath.Join(w.Path, "out.txt"), []byte("out"), 0o644)
+	os.WriteFile(filepath.Join(w.Path, "in.txt"), []byte("changed!"), 0o644)
+	os.Symlink("/etc/passwd", filepath.Join(w.Path, "leak"))
+	os.Symlink("/etc", filepath.Join(w.Path, "d/dirlink"))
+	arts, err := w.Collect(10, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, a := range arts.Files {
+		got = append(got, a.Path+"="+string(a.Data))
+	}
+	if strings.Join(got, ",") != "in.txt=changed!,out.txt=out" {
+		t.Fatalf("artifacts = %v", got)
+	}
+	var skipped []string
+	for _, s := range arts.Skipped {
+		skipped = append(skipped, s.Path+":"+s.Reason)
+	}
+	if strings.Join(skipped, ",") != "d/dirlink:symlink,leak:symlink" {
+		t.Fatalf("skipped = %v", skipped)
+	}
+}
+
+func TestCollectBounds(t *testing.T) {
+	w := newWD(t)
+	for _, n := range []string{"a", "b", "c"} {
+		os.WriteFile(filepath.Join(w.Path, n), []byte("12345"), 0o644)
+	}
+	arts, err := w.Collect(2, 1<<20)
+	if err != nil || len(arts.Files) != 2 || len(arts.Skipped) != 1 || arts.Skipped[0].Reason != "file count limit" {
+		t.Fatalf("count bound: %+v %v", arts, err)
+	}
+	arts, _ = w.Collect(10, 10) // two files fit exactly, the third does not
+	if len(arts.Files) != 2 || len(arts.Skipped) != 1 || arts.Skipped[0].Reason != "byte limit" {
+		t.Fatalf("byte bound: %+v", arts)
+	}
+	arts, _ = w.Collect(3, 15)
+	if len(arts.Files) != 3 || len(arts.Skipped) != 0 {
+		t.Fatalf("at the bounds: %+v", arts)
+	}
+}
+
+func TestWriteRejects(t *testing.T) {
+	w := newWD(t)
+	os.Symlink("/etc", filepath.Join(w.Path, "link"))
+	os.Symlink("/tmp/nonexistent-execbox", filepath.Join(w.Path, "dangling"))
+	for _, p := range []string{"/etc/x", "../x", "a/../../x", "a\x00b", strings.Repeat("a", 256), strings.Repeat("a/", 2049), "", "link/passwd", "dangling", "link"} {
+		err := w.Write(map[string][]byte{p: []byte("x")})
+		if !errors.Is(err, sandbox.ErrInvalid) {
+			t.Errorf("Write(%q) = %v, want ErrInvalid", p, err)
+			continue
+		}
+		if !strings.Contains(err.Error(), strings.ReplaceAll(p, "\x00", `\x00`)[:min(len(p), 20)]) && p != "" {
+			t.Errorf("Write(%q) error %q does not name the path", p, err)
+		}
+	}
+	if _, err := os.Stat("/etc/passwd"); err != nil {
+		t.Fatal(err)
+	}
+	// A valid file next to a bad one: nothing is written.
+	err := w.Write(map[string][]byte{"ok.txt": []byte("x"), "../bad": []byte("x")})
+	if !errors.Is(err, sandbox.ErrInvalid) {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(w.Path, "ok.txt")); !os.IsNotExist(err) {
+		t.Fatal("a valid file was written although the batch was rejected")
+	}
+}
+
+func TestRemoveUnreadable(t *testing.T) {
+	w := newWD(t)
+	os.MkdirAll(filepath.Join(w.Path, "x/y"), 0o755)
+	os.Chmod(filepath.Join(w.Path, "x"), 0)
+	if err := w.Remove(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(w.Path); !os.IsNotExist(err) {
+		t.Fatal("work dir still there")
+	}
+}

@@ -1,0 +1,199 @@
+package proc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/execbox/execbox/sandbox"
+)
+
+// DefaultGrace is how long output is still collected after a kill.
+const DefaultGrace = 3 * time.Second
+
+// Options bound and wire one supervised run.
+type Options struct {
+	Wall            time.Duration // wall-clock limit; must be > 0
+	Output          int64         // bytes kept per stream
+	OutputLimitKill bool          // end the run when a stream passes Output
+	Stdin           io.Reader     // nil: the program reads EOF
+	Stdout, Stderr  io.Writer     // optional live copies of the output
+	// Kill ends the whole process tree. It is called on timeout, cancel or
+	// output limit, and after the main process exits; it must be idempotent.
+	// Nil means killing the main process only.
+	Kill  func() error
+	Grace time.Duration // output collection after a kill; 0 means DefaultGrace
+}
+
+// Outcome is how a supervised run ended.
+type Outcome struct {
+	Reason         sandbox.Reason // exited, signaled, timeout, canceled or output_limit
+	ExitCode       int            // -1 when a signal ended the main process
+	Signal         string         // e.g. "SIGKILL"
+	Stdout, Stderr *sandbox.Capture
+	Wall           time.Duration
+	State          *os.ProcessState
+	KillErr        error // the first error Kill returned, if any
+}
+
+// Run starts cmd and supervises it to the end. cmd's Stdin, Stdout and
+// Stderr must be nil; everything else (SysProcAttr, ExtraFiles, Env) is the
+// caller's. The error is non-nil only when the process could not be started.
+func Run(ctx context.Context, cmd *exec.Cmd, o Options) (*Outcome, error) {
+	if cmd.Stdin != nil || cmd.Stdout != nil || cmd.Stderr != nil {
+		return nil, errors.New("proc: cmd streams must be nil")
+	}
+	if o.Wall <= 0 {
+		return nil, errors.New("proc: no wall-clock limit")
+	}
+	if o.Grace == 0 {
+		o.Grace = DefaultGrace
+	}
+	overflow := make(chan struct{})
+	var overflowOnce sync.Once
+	onOverflow := func() {
+		if o.OutputLimitKill {
+			overflowOnce.Do(func() { close(overflow) })
+		}
+	}
+	out := &Outcome{
+		Stdout: sandbox.NewCapture(o.Output, o.Stdout, onOverflow),
+		Stderr: sandbox.NewCapture(o.Output, o.Stderr, onOverflow),
+	}
+
+	var parentEnds, childEnds []*os.File
+	closeAll := func(fs []*os.File) {
+		for _, f := range fs {
+			f.Close()
+		}
+	}
+	pipe := func() (r, w *os.File, err error) {
+		r, w, err = os.Pipe()
+		if err != nil {
+			closeAll(parentEnds)
+			closeAll(childEnds)
+		}
+		return r, w, err
+	}
+	outR, outW, err := pipe()
+	if err != nil {
+		return nil, fmt.Errorf("creating stdout pipe: %w", err)
+	}
+	parentEnds, childEnds = append(parentEnds, outR), append(childEnds, outW)
+	errR, errW, err := pipe()
+	if err != nil {
+		return nil, fmt.Errorf("creating stderr pipe: %w", err)
+	}
+	parentEnds, childEnds = append(parentEnds, errR), append(childEnds, errW)
+	cmd.Stdout, cmd.Stderr = outW, errW
+	var inW *os.File
+	if o.Stdin != nil {
+		inR, w, err := pipe()
+		if err != nil {
+			return nil, fmt.Errorf("creating stdin pipe: %w", err)
+		}
+		inW = w
+		parentEnds, childEnds = append(parentEnds, inW), append(childEnds, inR)
+		cmd.Stdin = inR
+	}
+
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		closeAll(parentEnds)
+		closeAll(childEnds)
+		return nil, fmt.Errorf("starting process: %w", err)
+	}
+	closeAll(childEnds)
+
+	var readers sync.WaitGroup
+	readers.Go(func() { io.Copy(out.Stdout, outR) })
+	readers.Go(func() { io.Copy(out.Stderr, errR) })
+	if inW != nil {
+		// Not waited for: a program that never reads its stdin gets EPIPE on
+		// our side once it is gone, which ends the copy.
+		go func() {
+			io.Copy(inW, o.Stdin)
+			inW.Close()
+		}()
+	}
+
+	var killOnce sync.Once
+	kill := func() {
+		killOnce.Do(func() {
+			if o.Kill != nil {
+				out.KillErr = o.Kill()
+			} else {
+				out.KillErr = cmd.Process.Kill()
+			}
+		})
+	}
+	waited := make(chan struct{})
+	go func() {
+		cmd.Wait()
+		close(waited)
+	}()
+
+	timer := time.NewTimer(o.Wall)
+	defer timer.Stop()
+	select {
+	case <-waited:
+	case <-timer.C:
+		out.Reason = sandbox.ReasonTimeout
+	case <-ctx.Done():
+		out.Reason = sandbox.ReasonCanceled
+	case <-overflow:
+		out.Reason = sandbox.ReasonOutputLimit
+	}
+	kill()
+	select {
+	case <-waited:
+	case <-time.After(o.Grace):
+		// Kill did not end the main process; do it directly, then wait:
+		// a SIGKILLed child always ends.
+		cmd.Process.Kill()
+		<-waited
+	}
+	out.Wall = time.Since(start)
+
+	drained := make(chan struct{})
+	go func() {
+		readers.Wait()
+		close(drained)
+	}()
+	select {
+	case <-drained:
+	case <-time.After(o.Grace):
+		// Something outside the tree holds the pipes; stop reading.
+		outR.Close()
+		errR.Close()
+		<-drained
+	}
+	outR.Close()
+	errR.Close()
+	if inW != nil {
+		inW.Close()
+	}
+
+	out.State = cmd.ProcessState
+	ws, _ := out.State.Sys().(syscall.WaitStatus)
+	out.ExitCode = ws.ExitStatus()
+	if ws.Signaled() {
+		out.ExitCode = -1
+		out.Signal = unix.SignalName(ws.Signal())
+	}
+	if out.Reason == "" {
+		out.Reason = sandbox.ReasonExited
+		if ws.Signaled() {
+			out.Reason = sandbox.ReasonSignaled
+		}
+	}
+	return out, nil
+}

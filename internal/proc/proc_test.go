@@ -1,0 +1,113 @@
+package proc
+
+import (
+	"bytes"
+	"context"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/execbox/execbox/sandbox"
+)
+
+func sh(script string) *exec.Cmd {
+	c := exec.Command("/bin/sh", "-c", script)
+	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	return c
+}
+
+// killGroup kills the command's process group: enough for these tests,
+// whose scripts do not call setsid.
+func killGroup(c *exec.Cmd) func() error {
+	return func() error { return syscall.Kill(-c.Process.Pid, syscall.SIGKILL) }
+}
+
+func run(t *testing.T, ctx context.Context, c *exec.Cmd, o Options) *Outcome {
+	t.Helper()
+	if o.Wall == 0 {
+		o.Wall = 10 * time.Second
+	}
+	if o.Output == 0 {
+		o.Output = 1 << 20
+	}
+	if o.Kill == nil {
+		o.Kill = killGroup(c)
+	}
+	out, err := Run(ctx, c, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func TestExitAndStreams(t *testing.T) {
+	out := run(t, context.Background(), sh("read x; echo out $x; echo err >&2; exit 3"), Options{Stdin: strings.NewReader("in\n")})
+	if out.Reason != sandbox.ReasonExited || out.ExitCode != 3 || string(out.Stdout.Bytes()) != "out in\n" || string(out.Stderr.Bytes()) != "err\n" {
+		t.Fatalf("got %+v stdout=%q stderr=%q", out, out.Stdout.Bytes(), out.Stderr.Bytes())
+	}
+}
+
+func TestSignaled(t *testing.T) {
+	out := run(t, context.Background(), sh("kill -TERM $$"), Options{})
+	if out.Reason != sandbox.ReasonSignaled || out.ExitCode != -1 || out.Signal != "SIGTERM" {
+		t.Fatalf("got %+v", out)
+	}
+}
+
+func TestTimeoutKeepsEarlierOutput(t *testing.T) {
+	start := time.Now()
+	out := run(t, context.Background(), sh("echo before; sleep 30 & wait"), Options{Wall: 300 * time.Millisecond})
+	if out.Reason != sandbox.ReasonTimeout || string(out.Stdout.Bytes()) != "before\n" {
+		t.Fatalf("got %+v %q", out, out.Stdout.Bytes())
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Fatalf("timeout took %v", d)
+	}
+}
+
+func TestCancel(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(200*time.Millisecond, cancel)
+	out := run(t, ctx, sh("sleep 30"), Options{})
+	if out.Reason != sandbox.ReasonCanceled {
+		t.Fatalf("got %+v", out)
+	}
+}
+
+func TestOutputCap(t *testing.T) {
+	script := "head -c 100000 /dev/zero; echo done >&2"
+	var live bytes.Buffer
+	out := run(t, context.Background(), sh(script), Options{Output: 1000, Stdout: &live})
+	if out.Reason != sandbox.ReasonExited || len(out.Stdout.Bytes()) != 1000 || !out.Stdout.Truncated() || out.Stdout.Total() != 100000 {
+		t.Fatalf("cap: %+v len=%d", out, len(out.Stdout.Bytes()))
+	}
+	if live.Len() != 1000 {
+		t.Fatalf("the live copy got %d bytes, want the kept 1000", live.Len())
+	}
+	if string(out.Stderr.Bytes()) != "done\n" {
+		t.Fatal("program did not keep running past the cap")
+	}
+	out = run(t, context.Background(), sh("head -c 1000 /dev/zero"), Options{Output: 1000})
+	if out.Stdout.Truncated() || len(out.Stdout.Bytes()) != 1000 {
+		t.Fatal("exactly at the cap must not be truncated")
+	}
+	out = run(t, context.Background(), sh("head -c 5000 /dev/zero; sleep 5; echo late"), Options{Output: 1000, OutputLimitKill: true})
+	if out.Reason != sandbox.ReasonOutputLimit || strings.Contains(string(out.Stdout.Bytes()), "late") {
+		t.Fatalf("kill on cap: %+v", out)
+	}
+}
+
+// A process outside the killed tree holding the pipe must not hang Run.
+func TestStragglerHoldingPipe(t *testing.T) {
+	c := exec.Command("/bin/sh", "-c", "setsid sleep 2 & echo hi")
+	start := time.Now()
+	out := run(t, context.Background(), c, Options{Grace: 200 * time.Millisecond, Kill: func() error { return nil }})
+	if out.Reason != sandbox.ReasonExited || string(out.Stdout.Bytes()) != "hi\n" {
+		t.Fatalf("got %+v", out)
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Fatalf("Run waited %v for a straggler", d)
+	}
+}

@@ -1,0 +1,31 @@
+package reexec
+
+import (
+	"os"
+	"os/exec"
+)
+
+const prefix = "execbox-reexec:"
+
+// Entry registers main as the entry point name. If this process was started
+// by Command(name), Entry runs main and exits with status 0 if main returns.
+// Call it from an init function.
+func Entry(name string, main func()) {
+	if len(os.Args) > 0 && os.Args[0] == prefix+name {
+		main()
+		os.Exit(0)
+	}
+}
+
+// Command returns a Cmd that starts the entry point name of this binary with
+// args. Its environment is empty unless the caller sets Env.
+func Command(name string, args ...string) *exec.Cmd {
+	return &exec.Cmd{
+		Path: "/proc/self/exe",
+		Args: append([]string{prefix + name}, args...),
+		Env:  []string{},
+	}
+}
+
+// Is reports whether this process is the entry point name.
+func Is(name string) bool { return len(os.Args) > 0 && os.Args[0] == prefix+name }

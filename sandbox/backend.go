@@ -1,0 +1,74 @@
+package sandbox
+
+import (
+	"context"
+	"time"
+)
+
+// Backend is one isolation technology. Implementations register a Factory
+// with Register and end with an interface-guard block.
+type Backend interface {
+	// Name is the registered name ("native", "local", …).
+	Name() string
+	// Capabilities describe what the backend can do and enforce; they do
+	// not change at run time.
+	Capabilities() Capabilities
+	// Health says whether the backend can run a sandbox now, found by
+	// really starting something, never by looking for a binary alone.
+	Health(ctx context.Context) Health
+	// Create makes a sandbox for spec. Errors are ErrInvalid (bad spec),
+	// ErrUnavailable (the technology does not work here) or ErrInternal.
+	Create(ctx context.Context, spec Spec) (Sandbox, error)
+}
+
+// Sandbox is one isolated environment with its own work dir, limits and
+// network.
+type Sandbox interface {
+	// ID is unique among the sandboxes of this process.
+	ID() string
+	// WriteFiles writes files into the work dir: relative path → content.
+	// A path that is invalid or would pass through a symlink is ErrInvalid
+	// naming the path; nothing is written then.
+	WriteFiles(ctx context.Context, files map[string][]byte) error
+	// Exec runs one process to its end and returns how it ended. The error
+	// is non-nil only when the process could not be run or watched; a
+	// program that fails, times out or is killed is a Result with a Reason.
+	// When ctx ends, the whole process tree is killed and the Result says
+	// "canceled".
+	Exec(ctx context.Context, p *Process) (*Result, error)
+	// Artifacts collects the regular files created or changed in the work
+	// dir since the last WriteFiles, never following a symlink, within the
+	// artifact limits; what is left out is listed with the reason.
+	Artifacts(ctx context.Context) (Artifacts, error)
+	// Close kills anything still running and removes every trace of the
+	// sandbox (processes, cgroups, mounts, temp dirs, containers). It is
+	// safe to call more than once and from any goroutine.
+	Close(ctx context.Context) error
+}
+
+// Capabilities describe a backend.
+type Capabilities struct {
+	Isolation Isolation `json:"isolation"`
+	// Sessions is true when a Sandbox may run Exec more than once.
+	Sessions bool `json:"sessions"`
+	// Networks lists the network modes the backend supports.
+	Networks []Network `json:"networks"`
+	// Limits maps each limit to how this backend enforces it, as far as is
+	// known without starting a sandbox (e.g. "memory": "cgroup v1").
+	Limits map[string]string `json:"limits"`
+}
+
+// Health is a backend's state as last probed.
+type Health struct {
+	// Available: the technology works on this host (a sandbox started).
+	Available bool `json:"available"`
+	// Ready: available, and what it needs to run (an image, a rootfs) is
+	// present, so a run starts without a long wait.
+	Ready bool `json:"ready"`
+	// Reason says why it is not available or ready, or what was found.
+	Reason string `json:"reason"`
+	// Details are facts worth showing (cgroup version, Landlock ABI, …).
+	Details map[string]string `json:"details,omitempty"`
+	// CheckedAt is when the probe ran.
+	CheckedAt time.Time `json:"checked_at"`
+}

@@ -1,0 +1,76 @@
+package sandbox
+
+import "time"
+
+// Reason says why a process ended.
+type Reason string
+
+const (
+	ReasonExited        Reason = "exited"          // the program exited by itself
+	ReasonSignaled      Reason = "signaled"        // a signal not sent by execbox ended it
+	ReasonTimeout       Reason = "timeout"         // the wall-clock limit passed; the tree was killed
+	ReasonCanceled      Reason = "canceled"        // the caller cancelled; the tree was killed
+	ReasonMemoryLimit   Reason = "memory_limit"    // killed by the memory limit (OOM)
+	ReasonPidsLimit     Reason = "pids_limit"      // the process limit was hit (the program may have coped)
+	ReasonOutputLimit   Reason = "output_limit"    // output passed its cap with OutputLimitKill set
+	ReasonCPULimit      Reason = "cpu_limit"       // the CPU-time limit (SIGXCPU / SIGKILL) ended it
+	ReasonFileSizeLimit Reason = "file_size_limit" // a write passed the file-size limit (SIGXFSZ)
+	ReasonSandboxError  Reason = "sandbox_error"   // the sandbox failed around the program
+)
+
+// Result is what came back from one Exec (and, through Run, the artifacts).
+type Result struct {
+	ID        string    `json:"id,omitempty"`
+	Backend   string    `json:"backend"`   // the backend that really ran it
+	Isolation Isolation `json:"isolation"` // its isolation level
+	Reason    Reason    `json:"reason"`
+	// ExitCode is the program's exit status; -1 when a signal ended it.
+	ExitCode int `json:"exit_code"`
+	// Signal names the signal that ended the program ("SIGKILL"), if any.
+	Signal          string `json:"signal,omitempty"`
+	Stdout          string `json:"stdout"`
+	Stderr          string `json:"stderr"`
+	StdoutTruncated bool   `json:"stdout_truncated"`
+	StderrTruncated bool   `json:"stderr_truncated"`
+	Usage           Usage  `json:"usage"`
+	// Artifacts are the regular files created or changed in the work dir.
+	Artifacts []Artifact `json:"artifacts,omitempty"`
+	// Skipped lists files not returned as artifacts, and why.
+	Skipped []Skipped `json:"skipped,omitempty"`
+	// Enforcement maps each limit ("memory", "pids", "wall", …) to the
+	// mechanism that enforced it ("cgroup v2", "rlimit", "execbox timer", …),
+	// or to "not enforced" with the reason.
+	Enforcement map[string]string `json:"enforcement,omitempty"`
+	// Message explains a sandbox_error or a limit that was hit, for people.
+	Message string `json:"message,omitempty"`
+}
+
+// Usage is what the process tree used, where the backend can measure it.
+type Usage struct {
+	Wall       time.Duration `json:"wall_ns"`
+	CPU        time.Duration `json:"cpu_ns"`            // user + system
+	PeakMemory int64         `json:"peak_memory_bytes"` // 0 when unknown
+}
+
+// Artifact is one file the program left in the work dir.
+type Artifact struct {
+	Path string `json:"path"` // relative to the work dir
+	Size int64  `json:"size"`
+	Mode uint32 `json:"mode"`
+	Data []byte `json:"data"`
+}
+
+// Skipped is a file that was not returned as an artifact.
+type Skipped struct {
+	Path   string `json:"path"`
+	Reason string `json:"reason"` // "symlink", "not a regular file", "file count limit", "byte limit", …
+}
+
+// Artifacts is the outcome of collecting a work dir.
+type Artifacts struct {
+	Files   []Artifact
+	Skipped []Skipped
+}
+
+// Succeeded reports whether the program ran and exited 0.
+func (r *Result) Succeeded() bool { return r.Reason == ReasonExited && r.ExitCode == 0 }

@@ -1,0 +1,236 @@
+package sandbox
+
+import (
+	"io"
+	"time"
+)
+
+// Spec says what sandbox to create. Its zero value is the strict one.
+type Spec struct {
+	// Limits bound what the program may use; zero fields take the defaults.
+	Limits Limits `json:"limits"`
+	// Policy relaxes isolation; its zero value relaxes nothing.
+	Policy Policy `json:"policy"`
+	// Files are written into the work dir before anything runs: relative
+	// path → content. Paths are checked by CheckPath.
+	Files map[string][]byte `json:"-"`
+	// Env sets variables for every process of the sandbox, on top of the
+	// allowlisted ones (see BuildEnv).
+	Env map[string]string `json:"env,omitempty"`
+	// Image names the root filesystem for backends that need one (docker,
+	// gvisor); empty means the backend's configured default.
+	Image string `json:"image,omitempty"`
+	// Scope groups sandboxes that may share a reused environment (docker's
+	// reused containers); empty means no sharing.
+	Scope string `json:"scope,omitempty"`
+	// Labels are copied to backend objects (containers) and the audit log.
+	Labels map[string]string `json:"labels,omitempty"`
+}
+
+// Network is a network mode. The zero value is NetworkNone.
+type Network string
+
+const (
+	NetworkNone Network = ""     // an empty network namespace: loopback only
+	NetworkHost Network = "host" // the host's network (explicit relaxation)
+)
+
+func (n Network) String() string {
+	if n == NetworkNone {
+		return "none"
+	}
+	return string(n)
+}
+
+// Policy holds the explicit relaxations of the strict default.
+type Policy struct {
+	// Network is the network mode; zero is none.
+	Network Network `json:"network,omitempty"`
+	// TmpExec mounts /tmp without noexec.
+	TmpExec bool `json:"tmp_exec,omitempty"`
+	// Mounts are extra host paths made visible, read-only unless Writable.
+	Mounts []Mount `json:"mounts,omitempty"`
+	// RootFS replaces the default list of read-only host paths that form the
+	// sandbox root (native, bwrap); empty means the backend default.
+	RootFS []string `json:"rootfs,omitempty"`
+	// EnvAllowlist and EnvAllowPrefix let more host variables through to
+	// the program (on top of DefaultEnvAllowlist).
+	EnvAllowlist   []string `json:"env_allowlist,omitempty"`
+	EnvAllowPrefix []string `json:"env_allowprefix,omitempty"`
+	// RunAsUser runs the local backend's process as this host user.
+	RunAsUser string `json:"run_as_user,omitempty"`
+}
+
+// Mount makes a host path visible inside the sandbox.
+type Mount struct {
+	Source   string `json:"source"`   // absolute host path; must exist
+	Target   string `json:"target"`   // absolute path inside the sandbox
+	Writable bool   `json:"writable"` // read-only unless set
+}
+
+// Limits bound a sandbox. A zero field means the default (see Defaults);
+// WithDefaults fills them in.
+type Limits struct {
+	Wall            time.Duration `json:"wall,omitempty"`              // wall-clock limit of one Exec
+	CPUTime         time.Duration `json:"cpu_time,omitempty"`          // CPU-seconds rlimit; zero derives it from Wall
+	Memory          int64         `json:"memory,omitempty"`            // bytes, swap included
+	CPUs            float64       `json:"cpus,omitempty"`              // CPU quota in cores
+	Pids            int           `json:"pids,omitempty"`              // processes and threads
+	NoFile          int           `json:"nofile,omitempty"`            // open files (hard)
+	FileSize        int64         `json:"file_size,omitempty"`         // largest file the program may write
+	TmpSize         int64         `json:"tmp_size,omitempty"`          // size of /tmp
+	WorkSize        int64         `json:"work_size,omitempty"`         // size of the work dir
+	Output          int64         `json:"output,omitempty"`            // bytes kept per stream (stdout, stderr)
+	OutputLimitKill bool          `json:"output_limit_kill,omitempty"` // end the run when a stream passes Output
+	ArtifactFiles   int           `json:"artifact_files,omitempty"`    // artifacts returned at most
+	ArtifactBytes   int64         `json:"artifact_bytes,omitempty"`    // artifact bytes returned at most
+}
+
+// Size units.
+const (
+	KiB = 1 << 10
+	MiB = 1 << 20
+	GiB = 1 << 30
+)
+
+// Defaults are the limits a zero Limits means.
+var Defaults = Limits{
+	Wall:          15 * time.Second,
+	Memory:        256 * MiB,
+	CPUs:          1,
+	Pids:          64,
+	NoFile:        1024,
+	FileSize:      64 * MiB,
+	TmpSize:       16 * MiB,
+	WorkSize:      64 * MiB,
+	Output:        1 * MiB,
+	ArtifactFiles: 100,
+	ArtifactBytes: 16 * MiB,
+}
+
+// WithDefaults returns l with every zero field set from d.
+func (l Limits) WithDefaults(d Limits) Limits {
+	set := func(v *int64, def int64) {
+		if *v == 0 {
+			*v = def
+		}
+	}
+	if l.Wall == 0 {
+		l.Wall = d.Wall
+	}
+	if l.CPUTime == 0 {
+		l.CPUTime = d.CPUTime
+	}
+	if l.CPUTime == 0 {
+		// RLIMIT_CPU counts whole seconds; give a second of slack over Wall so
+		// the wall clock, not the CPU rlimit, ends an ordinary timeout.
+		l.CPUTime = l.Wall.Truncate(time.Second) + 2*time.Second
+	}
+	set(&l.Memory, d.Memory)
+	if l.CPUs == 0 {
+		l.CPUs = d.CPUs
+	}
+	if l.Pids == 0 {
+		l.Pids = d.Pids
+	}
+	if l.NoFile == 0 {
+		l.NoFile = d.NoFile
+	}
+	set(&l.FileSize, d.FileSize)
+	set(&l.TmpSize, d.TmpSize)
+	set(&l.WorkSize, d.WorkSize)
+	set(&l.Output, d.Output)
+	if l.ArtifactFiles == 0 {
+		l.ArtifactFiles = d.ArtifactFiles
+	}
+	set(&l.ArtifactBytes, d.ArtifactBytes)
+	return l
+}
+
+// Validate rejects negative or nonsensical limits with ErrInvalid naming the field.
+func (l Limits) Validate() error {
+	neg := func(name string, bad bool) error {
+		if bad {
+			return Errorf(ErrInvalid, "limit_invalid", "limits.%s must not be negative", name)
+		}
+		return nil
+	}
+	for _, c := range []struct {
+		name string
+		bad  bool
+	}{
+		{"wall", l.Wall < 0}, {"cpu_time", l.CPUTime < 0}, {"memory", l.Memory < 0},
+		{"cpus", l.CPUs < 0}, {"pids", l.Pids < 0}, {"nofile", l.NoFile < 0},
+		{"file_size", l.FileSize < 0}, {"tmp_size", l.TmpSize < 0}, {"work_size", l.WorkSize < 0},
+		{"output", l.Output < 0}, {"artifact_files", l.ArtifactFiles < 0}, {"artifact_bytes", l.ArtifactBytes < 0},
+	} {
+		if err := neg(c.name, c.bad); err != nil {
+			return err
+		}
+	}
+	if l.Memory != 0 && l.Memory < 4*MiB {
+		return Errorf(ErrInvalid, "limit_invalid", "limits.memory must be at least 4 MiB")
+	}
+	return nil
+}
+
+// Process is one program to run in a sandbox.
+type Process struct {
+	// Args is the program and its arguments; Args[0] is looked up in the
+	// sandbox's PATH when it has no slash.
+	Args []string
+	// Env adds variables for this process on top of Spec.Env.
+	Env map[string]string
+	// Dir is the working directory relative to the work dir ("" = work dir).
+	Dir string
+	// Stdin is read to EOF and fed to the program; nil means empty.
+	Stdin io.Reader
+	// Stdout and Stderr, when set, receive the output as it is produced (the
+	// streaming variant); the Result still carries the capped copy.
+	Stdout io.Writer
+	Stderr io.Writer
+	// Timeout shortens the sandbox's wall limit for this process; zero or a
+	// larger value means Limits.Wall.
+	Timeout time.Duration
+}
+
+// Validate checks a process before it reaches a backend.
+func (p *Process) Validate() error {
+	if p == nil || len(p.Args) == 0 || p.Args[0] == "" {
+		return Errorf(ErrInvalid, "args_empty", "no program to run: args is empty")
+	}
+	for _, a := range p.Args {
+		if hasNUL(a) {
+			return Errorf(ErrInvalid, "args_invalid", "argument contains a NUL byte")
+		}
+	}
+	if p.Dir != "" {
+		if err := CheckPath(p.Dir); err != nil {
+			return err
+		}
+	}
+	return CheckEnv(p.Env)
+}
+
+// Validate checks everything in a Spec that does not need the host.
+func (s *Spec) Validate() error {
+	if err := s.Limits.Validate(); err != nil {
+		return err
+	}
+	for p := range s.Files {
+		if err := CheckPath(p); err != nil {
+			return err
+		}
+	}
+	for _, m := range s.Policy.Mounts {
+		if !isAbs(m.Source) || !isAbs(m.Target) {
+			return Errorf(ErrInvalid, "mount_invalid", "mount %s:%s: both paths must be absolute", m.Source, m.Target)
+		}
+	}
+	switch s.Policy.Network {
+	case NetworkNone, NetworkHost:
+	default:
+		return Errorf(ErrInvalid, "network_invalid", "unknown network mode %q (want none or host)", s.Policy.Network)
+	}
+	return CheckEnv(s.Env)
+}
