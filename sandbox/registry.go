@@ -8,9 +8,9 @@ import (
 
 // Settings are what a Factory gets to build its backend.
 type Settings struct {
-	// Decode fills v from this backend's section of the configuration
-	// (backends.<name>); with no such section it leaves v unchanged.
-	// Unknown keys are an error.
+	// Decode fills v from this backend's section of the configuration (the
+	// top-level key <name>, every layer applied); with no such section it
+	// leaves v unchanged. v must have a field for every key of the section.
 	Decode func(v any) error
 	// StateDir is a directory the backend may keep state in.
 	StateDir string

@@ -1,0 +1,305 @@
+package config
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/execbox/execbox/sandbox"
+)
+
+func TestDefaults(t *testing.T) {
+	c := Default()
+	if err := c.Validate(); err != nil {
+		t.Fatalf("defaults do not validate: %v", err)
+	}
+	if got := c.Limits(); got != sandbox.Defaults {
+		t.Errorf("Limits() = %+v, want sandbox.Defaults %+v", got, sandbox.Defaults)
+	}
+	// Load with nothing is the defaults.
+	l, p, err := Load("", nil, nil)
+	if err != nil || p.File != "" {
+		t.Fatal(err)
+	}
+	var a, b bytes.Buffer
+	if err := Print(&a, l, nil, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := Print(&b, c, nil, false); err != nil || a.String() != b.String() {
+		t.Errorf("Load with no layers differs from Default:\n%s\n%s", &a, &b)
+	}
+	// Each call gets its own lists.
+	c.Preference[0] = "changed"
+	if Default().Preference[0] != "native" {
+		t.Error("Default shares its lists")
+	}
+}
+
+func TestLimitsConversion(t *testing.T) {
+	c := Default()
+	c.Limit = LimitSection{
+		Wall: 3 * time.Second, MaxWall: time.Minute, Memory: 100 << 20, CPUs: 0.5, Pids: 7, NoFile: 99,
+		FileSize: 1, TmpSize: 2, WorkSize: 3, Output: 4, OutputLimitKill: true, ArtifactFiles: 5, ArtifactBytes: 6,
+	}
+	want := sandbox.Limits{
+		Wall: 3 * time.Second, Memory: 100 << 20, CPUs: 0.5, Pids: 7, NoFile: 99,
+		FileSize: 1, TmpSize: 2, WorkSize: 3, Output: 4, OutputLimitKill: true, ArtifactFiles: 5, ArtifactBytes: 6,
+	}
+	if got := c.Limits(); got != want {
+		t.Errorf("Limits() = %+v, want %+v", got, want)
+	}
+}
+
+// TestValidate checks each rule on both sides of its bound.
+func TestValidate(t *testing.T) {
+	cases := []struct {
+		name   string
+		key    string // "" = valid
+		modify func(c *Config)
+	}{
+		{"backend set", "", func(c *Config) { c.Backend = "anything" }},
+		{"backend empty", "backend", func(c *Config) { c.Backend = "" }},
+		{"local allowed", "", func(c *Config) { c.Backend, c.AllowUnisolated = "local", true }},
+		{"local not allowed", "backend", func(c *Config) { c.Backend = "local" }},
+		{"preference empty list", "", func(c *Config) { c.Preference = nil }},
+		{"preference blank", "preference", func(c *Config) { c.Preference = []string{"native", ""} }},
+		{"preference repeated", "preference", func(c *Config) { c.Preference = []string{"native", "native"} }},
+		{"wall = max_wall", "", func(c *Config) { c.Limit.Wall = c.Limit.MaxWall }},
+		{"wall > max_wall", "limits.wall", func(c *Config) { c.Limit.Wall = c.Limit.MaxWall + time.Nanosecond }},
+		{"wall 1ns", "", func(c *Config) { c.Limit.Wall = time.Nanosecond }},
+		{"wall 0", "limits.wall", func(c *Config) { c.Limit.Wall = 0 }},
+		{"max_wall 0", "limits.max_wall", func(c *Config) { c.Limit.MaxWall = 0 }},
+		{"memory 4m", "", func(c *Config) { c.Limit.Memory = 4 << 20 }},
+		{"memory below 4m", "limits.memory", func(c *Config) { c.Limit.Memory = 4<<20 - 1 }},
+		{"memory negative", "limits.memory", func(c *Config) { c.Limit.Memory = -1 }},
+		{"cpus tiny", "", func(c *Config) { c.Limit.CPUs = 0.01 }},
+		{"cpus 0", "limits.cpus", func(c *Config) { c.Limit.CPUs = 0 }},
+		{"pids 1", "", func(c *Config) { c.Limit.Pids = 1 }},
+		{"pids 0", "limits.pids", func(c *Config) { c.Limit.Pids = 0 }},
+		{"pids negative", "limits.pids", func(c *Config) { c.Limit.Pids = -1 }},
+		{"nofile 0", "limits.nofile", func(c *Config) { c.Limit.NoFile = 0 }},
+		{"file_size 1", "", func(c *Config) { c.Limit.FileSize = 1 }},
+		{"file_size 0", "limits.file_size", func(c *Config) { c.Limit.FileSize = 0 }},
+		{"tmp_size 0", "limits.tmp_size", func(c *Config) { c.Limit.TmpSize = 0 }},
+		{"work_size 0", "limits.work_size", func(c *Config) { c.Limit.WorkSize = 0 }},
+		{"output 1", "", func(c *Config) { c.Limit.Output = 1 }},
+		{"output 0", "limits.output", func(c *Config) { c.Limit.Output = 0 }},
+		{"artifact_files 0", "limits.artifact_files", func(c *Config) { c.Limit.ArtifactFiles = 0 }},
+		{"artifact_bytes 0", "limits.artifact_bytes", func(c *Config) { c.Limit.ArtifactBytes = 0 }},
+		{"env names", "", func(c *Config) { c.EnvAllowlist, c.EnvAllowPrefix = []string{"LANG"}, []string{"LC_"} }},
+		{"env name with =", "env_allowlist", func(c *Config) { c.EnvAllowlist = []string{"A=B"} }},
+		{"env prefix empty", "env_allowprefix", func(c *Config) { c.EnvAllowPrefix = []string{""} }},
+		{"work_root absolute", "", func(c *Config) { c.WorkRoot = "/srv/execbox" }},
+		{"work_root relative", "work_root", func(c *Config) { c.WorkRoot = "work" }},
+		{"state_dir relative", "state_dir", func(c *Config) { c.StateDir = "./state" }},
+		{"concurrency 0", "", func(c *Config) { c.Functions.Concurrency = 0 }},
+		{"concurrency negative", "functions.concurrency", func(c *Config) { c.Functions.Concurrency = -1 }},
+		{"queue_timeout negative", "functions.queue_timeout", func(c *Config) { c.Functions.QueueTimeout = -1 }},
+		{"fn timeout = max_wall", "", func(c *Config) { c.Functions.Timeout = c.Limit.MaxWall }},
+		{"fn timeout > max_wall", "functions.timeout", func(c *Config) { c.Functions.Timeout = c.Limit.MaxWall + 1 }},
+		{"fn timeout 0", "functions.timeout", func(c *Config) { c.Functions.Timeout = 0 }},
+		{"rootfs absolute", "", func(c *Config) { c.Native.RootFS = []string{"/usr"} }},
+		{"rootfs relative", "native.rootfs", func(c *Config) { c.Native.RootFS = []string{"usr"} }},
+		{"docker image empty", "docker.image", func(c *Config) { c.Docker.Image = "" }},
+		{"idle_timeout 0", "", func(c *Config) { c.Docker.IdleTimeout = 0 }},
+		{"idle_timeout negative", "docker.idle_timeout", func(c *Config) { c.Docker.IdleTimeout = -1 }},
+		{"runsc empty", "gvisor.runsc", func(c *Config) { c.GVisor.Runsc = "" }},
+		{"bwrap empty", "bwrap.path", func(c *Config) { c.Bwrap.Path = "" }},
+		{"listen empty", "server.listen", func(c *Config) { c.Server.Listen = "" }},
+		{"max_body 1", "", func(c *Config) { c.Server.MaxBody = 1 }},
+		{"max_body 0", "server.max_body", func(c *Config) { c.Server.MaxBody = 0 }},
+		{"max_age negative", "audit.max_age", func(c *Config) { c.Audit.MaxAge = -1 }},
+		{"log json", "", func(c *Config) { c.Log.Format = "json" }},
+		{"log xml", "log.format", func(c *Config) { c.Log.Format = "xml" }},
+		{"log warn", "", func(c *Config) { c.Log.Level = "warn" }},
+		{"log loud", "log.level", func(c *Config) { c.Log.Level = "loud" }},
+	}
+	for _, tc := range cases {
+		c := Default()
+		tc.modify(c)
+		err := c.Validate()
+		switch {
+		case tc.key == "" && err != nil:
+			t.Errorf("%s: unexpected error %v", tc.name, err)
+		case tc.key != "" && (!errors.Is(err, sandbox.ErrInvalid) || !strings.HasPrefix(err.Error(), tc.key+": ")):
+			t.Errorf("%s: err = %v, want ErrInvalid naming %s", tc.name, err, tc.key)
+		}
+	}
+}
+
+func TestBackendSection(t *testing.T) {
+	c, _, err := Load(writeFile(t, "docker:\n  image: py:3\n  reuse_container: true\n"),
+		[]string{"EXECBOX_DOCKER_IDLE_TIMEOUT=90s"}, map[string]string{"docker.host": "unix:///d.sock"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var docker struct {
+		Host           string        `yaml:"host"`
+		Image          string        `yaml:"image"`
+		Runtime        string        `yaml:"runtime"`
+		ReuseContainer bool          `yaml:"reuse_container"`
+		IdleTimeout    time.Duration `yaml:"idle_timeout"`
+	}
+	docker.Runtime = "overwritten by the effective value"
+	if err := c.BackendSection("docker")(&docker); err != nil {
+		t.Fatal(err)
+	}
+	if docker.Host != "unix:///d.sock" || docker.Image != "py:3" || docker.Runtime != "" || !docker.ReuseContainer || docker.IdleTimeout != 90*time.Second {
+		t.Errorf("docker section = %+v", docker)
+	}
+
+	c.Native.RootFS = []string{"/usr", "/lib"}
+	var native struct {
+		RootFS  []string `yaml:"rootfs"`
+		TmpExec bool     `yaml:"tmp_exec"`
+	}
+	if err := c.BackendSection("native")(&native); err != nil || len(native.RootFS) != 2 || native.RootFS[1] != "/lib" {
+		t.Errorf("native section = %+v, %v", native, err)
+	}
+	var m map[string]any
+	if err := c.BackendSection("bwrap")(&m); err != nil || m["path"] != "bwrap" || len(m) != 1 {
+		t.Errorf("bwrap section as a map = %v, %v", m, err)
+	}
+
+	// A backend without a section, and a section that is not a backend's,
+	// leave v unchanged.
+	for _, name := range []string{"local", "limits", "server", ""} {
+		v := struct{ X int }{X: 7}
+		if err := c.BackendSection(name)(&v); err != nil || v.X != 7 {
+			t.Errorf("section %q: %+v, %v", name, v, err)
+		}
+	}
+
+	// A backend that lacks a field for a key of its section is told.
+	var partial struct {
+		Runsc string `yaml:"runsc"`
+	}
+	if err := c.BackendSection("gvisor")(&partial); err != nil || partial.Runsc != "runsc" {
+		t.Errorf("gvisor = %+v, %v", partial, err)
+	}
+	var short struct {
+		Image string `yaml:"image"`
+	}
+	if err := c.BackendSection("docker")(&short); err == nil || !strings.Contains(err.Error(), "host") {
+		t.Errorf("docker into a struct without host: err = %v, want one naming host", err)
+	}
+	var wrong struct {
+		Path int `yaml:"path"`
+	}
+	if err := c.BackendSection("bwrap")(&wrong); err == nil {
+		t.Error("bwrap path into an int: no error")
+	}
+}
+
+func TestPrint(t *testing.T) {
+	path := writeFile(t, "limits:\n  memory: 512m\n")
+	c, p, err := Load(path, []string{"EXECBOX_DOCKER_HOST=tcp://h:2375", "EXECBOX_LIMIT_WALL=1s"}, map[string]string{"limits.cpus": "0.5"})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	var text bytes.Buffer
+	if err := Print(&text, c, p, false); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(text.String()), "\n")
+	if len(lines) != 3+len(fields) {
+		t.Errorf("text has %d lines, want 2 notes, a header and %d keys:\n%s", len(lines), len(fields), &text)
+	}
+	for _, want := range [][]string{
+		{"# config file: " + path + " (from --config)"},
+		{"# ignored: EXECBOX_LIMIT_WALL"},
+		{"KEY", "VALUE", "SOURCE"},
+		{"limits.memory", "512m", "file " + path + ":2"},
+		{"limits.cpus", "0.5", "flag"},
+		{"docker.host", "tcp://h:2375", "env EXECBOX_DOCKER_HOST"},
+		{"preference", "[native, bwrap, docker]", "default"},
+		{"run_as_user", `""`, "default"},
+		{"audit.max_age", "720h", "default"},
+	} {
+		if !hasLine(lines, want) {
+			t.Errorf("no line with %q in:\n%s", want, &text)
+		}
+	}
+
+	var js bytes.Buffer
+	if err := Print(&js, c, p, true); err != nil {
+		t.Fatal(err)
+	}
+	var out struct {
+		File     string `json:"file"`
+		FileFrom string `json:"file_from"`
+		Keys     []struct {
+			Key    string          `json:"key"`
+			Value  json.RawMessage `json:"value"`
+			Source Source          `json:"source"`
+		} `json:"keys"`
+		IgnoredEnv []string `json:"ignored_env"`
+	}
+	if err := json.Unmarshal(js.Bytes(), &out); err != nil {
+		t.Fatalf("JSON print is not valid JSON: %v\n%s", err, &js)
+	}
+	if out.File != path || out.FileFrom != "--config" || len(out.Keys) != len(fields) || len(out.IgnoredEnv) != 1 {
+		t.Errorf("JSON = %+v", out)
+	}
+	got := map[string]string{}
+	for _, k := range out.Keys {
+		got[k.Key] = string(k.Value) + " " + k.Source.String()
+	}
+	for key, want := range map[string]string{
+		"limits.memory":    "536870912 file " + path + ":2",
+		"limits.cpus":      "0.5 flag",
+		"limits.wall":      `"15s" default`,
+		"docker.host":      `"tcp://h:2375" env EXECBOX_DOCKER_HOST`,
+		"env_allowlist":    "[] default",
+		"allow_unisolated": "false default",
+		"limits.pids":      "64 default",
+	} {
+		if got[key] != want {
+			t.Errorf("JSON %s = %s, want %s", key, got[key], want)
+		}
+	}
+
+	// Without a file or provenance, and with nil lists, still valid.
+	js.Reset()
+	d := Default()
+	d.Preference = nil
+	if err := Print(&js, d, nil, true); err != nil || !json.Valid(js.Bytes()) || strings.Contains(js.String(), "null") {
+		t.Errorf("print of defaults: %v\n%s", err, &js)
+	}
+}
+
+func hasLine(lines []string, words []string) bool {
+	for _, l := range lines {
+		if strings.Join(strings.Fields(l), " ") == strings.Join(words, " ") ||
+			len(words) == 1 && strings.HasPrefix(l, words[0]) {
+			return true
+		}
+	}
+	return false
+}
+
+func TestDirs(t *testing.T) {
+	c := Default()
+	c.WorkRoot, c.StateDir = "/w", "/s"
+	if w, s, err := c.Dirs(); err != nil || w != "/w" || s != "/s" {
+		t.Errorf("Dirs = %q, %q, %v", w, s, err)
+	}
+	t.Setenv("XDG_STATE_HOME", "/xdg")
+	t.Setenv("TMPDIR", "/tmpdir")
+	w, s, err := Default().Dirs()
+	if err != nil || w != "/tmpdir/execbox" {
+		t.Errorf("work root = %q, %v", w, err)
+	}
+	want := "/xdg/execbox"
+	if os.Geteuid() == 0 {
+		want = "/var/lib/execbox"
+	}
+	if s != want {
+		t.Errorf("state dir = %q, want %q", s, want)
+	}
+}

@@ -1,0 +1,25 @@
+// Package config is execbox's configuration: one struct, read from the YAML
+// file execbox.yaml, the environment and flags, with the source of every
+// value recorded.
+//
+// Layers, each overriding the one before: Default, the file, EXECBOX_*
+// variables, flags. Per-request values come last and are the engine's to
+// apply, capped by limits.max_wall.
+//
+// Invariants:
+//   - Strict: an unknown key in the file or in a flag is an error naming it
+//     (with the file's line); a value that does not parse is an error naming
+//     the key and the file line, variable or flag. An EXECBOX_* variable that
+//     names no key is ignored and never matched to a nearby key.
+//   - One syntax everywhere: Set, the environment and flags parse the same
+//     text (durations as ParseDuration, sizes as ParseSize, lists
+//     comma-separated); the file adds YAML lists.
+//   - Load returns only a validated Config; Provenance names the layer of
+//     every key.
+//   - Backends read their own sections through BackendSection, which hands
+//     them the effective values, not the raw file.
+//
+// Concurrency: a Config is plain data; read it from any number of
+// goroutines, but do not write it while others read. Load has no shared
+// state.
+package config

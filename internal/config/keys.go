@@ -1,0 +1,249 @@
+package config
+
+import (
+	"fmt"
+	"math"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/execbox/execbox/sandbox"
+)
+
+// kind is the value syntax of a key, fixed by its Go type.
+type kind int
+
+const (
+	kindString   kind = iota // string
+	kindBool                 // bool: strconv.ParseBool
+	kindInt                  // int: a whole number
+	kindFloat                // float64: a finite number
+	kindDuration             // time.Duration: ParseDuration
+	kindSize                 // int64: ParseSize
+	kindList                 // []string: a YAML list, or comma-separated in env and flags
+)
+
+// field is one key of the configuration.
+type field struct {
+	key   string // "limits.memory"
+	name  string // "memory": the last element of key
+	env   string // "EXECBOX_LIMITS_MEMORY"
+	kind  kind
+	index []int // reflect field index within Config
+}
+
+func (f *field) value(c *Config) reflect.Value {
+	return reflect.ValueOf(c).Elem().FieldByIndex(f.index)
+}
+
+func (f *field) get(c *Config) any { return f.value(c).Interface() }
+
+// fields lists every key in struct order; byKey, byEnv and sections index it.
+var (
+	fields   = walkFields(reflect.TypeFor[Config](), "", nil)
+	byKey    = map[string]*field{}
+	byEnv    = map[string]*field{}
+	sections = map[string]bool{}
+)
+
+func init() {
+	for _, f := range fields {
+		byKey[f.key] = f
+		byEnv[f.env] = f
+		if s, _, ok := strings.Cut(f.key, "."); ok {
+			sections[s] = true
+		}
+	}
+}
+
+var durationType = reflect.TypeFor[time.Duration]()
+
+func walkFields(t reflect.Type, prefix string, index []int) []*field {
+	var out []*field
+	for i := range t.NumField() {
+		sf := t.Field(i)
+		name := sf.Tag.Get("yaml")
+		key := prefix + name
+		idx := append(slices.Clone(index), i)
+		var k kind
+		switch {
+		case sf.Type == durationType:
+			k = kindDuration
+		case sf.Type.Kind() == reflect.Struct:
+			out = append(out, walkFields(sf.Type, key+".", idx)...)
+			continue
+		case sf.Type.Kind() == reflect.String:
+			k = kindString
+		case sf.Type.Kind() == reflect.Bool:
+			k = kindBool
+		case sf.Type.Kind() == reflect.Int:
+			k = kindInt
+		case sf.Type.Kind() == reflect.Int64:
+			k = kindSize
+		case sf.Type.Kind() == reflect.Float64:
+			k = kindFloat
+		case sf.Type == reflect.TypeFor[[]string]():
+			k = kindList
+		default:
+			panic(fmt.Sprintf("config: field %s has unsupported type %s", key, sf.Type))
+		}
+		out = append(out, &field{
+			key:   key,
+			name:  name,
+			env:   "EXECBOX_" + strings.ToUpper(strings.ReplaceAll(key, ".", "_")),
+			kind:  k,
+			index: idx,
+		})
+	}
+	return out
+}
+
+// sectionFields returns the fields of one section, in struct order.
+func sectionFields(section string) []*field {
+	var out []*field
+	for _, f := range fields {
+		if strings.HasPrefix(f.key, section+".") {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// Keys lists every key path, in the order of the Config struct.
+func Keys() []string {
+	out := make([]string, len(fields))
+	for i, f := range fields {
+		out[i] = f.key
+	}
+	return out
+}
+
+// EnvName returns the environment variable that sets key, "" for no key.
+func EnvName(key string) string {
+	if f, ok := byKey[key]; ok {
+		return f.env
+	}
+	return ""
+}
+
+// Set parses raw in the env and flag syntax and assigns it to key. An
+// unknown key or a bad value is ErrInvalid naming the key.
+func (c *Config) Set(key, raw string) error {
+	f, ok := byKey[key]
+	if !ok {
+		return sandbox.Errorf(sandbox.ErrInvalid, "config_unknown_key", "unknown key %q%s", key, suggest(key))
+	}
+	if err := f.set(c, raw, nil); err != nil {
+		return sandbox.Errorf(sandbox.ErrInvalid, "config_invalid", "%s: %w", key, err)
+	}
+	return nil
+}
+
+// set parses one value. list is the value when it came as a YAML list;
+// otherwise a list is parsed from raw, comma-separated.
+func (f *field) set(c *Config, raw string, list []string) error {
+	v := f.value(c)
+	switch f.kind {
+	case kindString:
+		v.SetString(raw)
+	case kindBool:
+		b, err := strconv.ParseBool(raw)
+		if err != nil {
+			return fmt.Errorf("invalid bool %q (want true or false)", raw)
+		}
+		v.SetBool(b)
+	case kindInt:
+		n, err := strconv.ParseInt(raw, 10, strconv.IntSize)
+		if err != nil {
+			return fmt.Errorf("invalid whole number %q", raw)
+		}
+		v.SetInt(n)
+	case kindFloat:
+		x, err := strconv.ParseFloat(raw, 64)
+		if err != nil || math.IsNaN(x) || math.IsInf(x, 0) {
+			return fmt.Errorf("invalid number %q", raw)
+		}
+		v.SetFloat(x)
+	case kindDuration:
+		d, err := ParseDuration(raw)
+		if err != nil {
+			return err
+		}
+		v.SetInt(int64(d))
+	case kindSize:
+		n, err := ParseSize(raw)
+		if err != nil {
+			return err
+		}
+		v.SetInt(n)
+	case kindList:
+		if list == nil {
+			list = parseList(raw)
+		}
+		v.Set(reflect.ValueOf(slices.Clone(list)))
+	}
+	return nil
+}
+
+// format writes a value in the syntax Set reads.
+func (f *field) format(c *Config) string {
+	switch v := f.get(c).(type) {
+	case time.Duration:
+		return FormatDuration(v)
+	case int64:
+		return FormatSize(v)
+	case float64:
+		return strconv.FormatFloat(v, 'g', -1, 64)
+	case []string:
+		return "[" + strings.Join(v, ", ") + "]"
+	case string:
+		if v == "" {
+			return `""`
+		}
+		return v
+	default:
+		return fmt.Sprint(v)
+	}
+}
+
+// suggest names the key closest to a mistyped one, as a message suffix.
+func suggest(key string) string {
+	best, bestDist := "", 3 // farther than two edits is no near miss
+	candidates := Keys()
+	for s := range sections {
+		candidates = append(candidates, s)
+	}
+	slices.Sort(candidates)
+	for _, k := range candidates {
+		if d := editDistance(key, k); d < bestDist {
+			best, bestDist = k, d
+		}
+	}
+	if best == "" {
+		return ""
+	}
+	return fmt.Sprintf(" (did you mean %q?)", best)
+}
+
+// editDistance is the Levenshtein distance of a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}

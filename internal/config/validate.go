@@ -1,0 +1,108 @@
+package config
+
+import (
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/execbox/execbox/sandbox"
+)
+
+// Validate checks the configuration as a whole. Backend names are the
+// engine's to check; here Backend must only be non-empty. The error is
+// ErrInvalid naming the key.
+func (c *Config) Validate() error { return c.validate(nil) }
+
+// validate is Validate, adding where the offending value came from when p
+// knows.
+func (c *Config) validate(p *Provenance) error {
+	key, msg := c.check()
+	if key == "" {
+		return nil
+	}
+	if s := p.Source(key); s.Origin != FromDefault {
+		msg += " (set by " + s.String() + ")"
+	}
+	return sandbox.Errorf(sandbox.ErrInvalid, "config_invalid", "%s: %s", key, msg)
+}
+
+// check returns the first key that is wrong and why, or "" for none.
+func (c *Config) check() (key, msg string) {
+	l := c.Limit
+	type rule struct {
+		key string
+		bad bool
+		msg string
+	}
+	positive := func(key string, bad bool) rule {
+		return rule{key, bad, "must be above 0 (0 would silently mean the built-in default)"}
+	}
+	rules := []rule{
+		{"backend", c.Backend == "", `must not be empty (use "auto" or "off")`},
+		{"backend", c.Backend == "local" && !c.AllowUnisolated, "local runs code without isolation: it needs allow_unisolated: true"},
+		{"preference", hasBlankOrDup(c.Preference), "must not hold empty or repeated names"},
+		positive("limits.wall", l.Wall <= 0),
+		positive("limits.max_wall", l.MaxWall <= 0),
+		{"limits.wall", l.Wall > l.MaxWall, fmt.Sprintf("%s is above limits.max_wall (%s)", FormatDuration(l.Wall), FormatDuration(l.MaxWall))},
+		positive("limits.memory", l.Memory <= 0),
+		{"limits.memory", l.Memory < 4*sandbox.MiB, "must be at least 4m"},
+		positive("limits.cpus", l.CPUs <= 0),
+		positive("limits.pids", l.Pids <= 0),
+		positive("limits.nofile", l.NoFile <= 0),
+		positive("limits.file_size", l.FileSize <= 0),
+		positive("limits.tmp_size", l.TmpSize <= 0),
+		positive("limits.work_size", l.WorkSize <= 0),
+		positive("limits.output", l.Output <= 0),
+		positive("limits.artifact_files", l.ArtifactFiles <= 0),
+		positive("limits.artifact_bytes", l.ArtifactBytes <= 0),
+		{"env_allowlist", !allEnvNames(c.EnvAllowlist), "must hold variable names (not empty, no '=')"},
+		{"env_allowprefix", !allEnvNames(c.EnvAllowPrefix), "must hold name prefixes (not empty, no '=')"},
+		{"work_root", c.WorkRoot != "" && !filepath.IsAbs(c.WorkRoot), "must be an absolute path"},
+		{"state_dir", c.StateDir != "" && !filepath.IsAbs(c.StateDir), "must be an absolute path"},
+		{"functions.concurrency", c.Functions.Concurrency < 0, "must not be negative (0 = number of CPUs)"},
+		{"functions.queue_timeout", c.Functions.QueueTimeout < 0, "must not be negative"},
+		positive("functions.timeout", c.Functions.Timeout <= 0),
+		{"functions.timeout", c.Functions.Timeout > l.MaxWall, fmt.Sprintf("%s is above limits.max_wall (%s)", FormatDuration(c.Functions.Timeout), FormatDuration(l.MaxWall))},
+		{"native.rootfs", slices.ContainsFunc(c.Native.RootFS, func(p string) bool { return !filepath.IsAbs(p) }), "must hold absolute paths"},
+		{"docker.image", c.Docker.Image == "", "must not be empty"},
+		{"docker.idle_timeout", c.Docker.IdleTimeout < 0, "must not be negative"},
+		{"gvisor.runsc", c.GVisor.Runsc == "", "must not be empty"},
+		{"bwrap.path", c.Bwrap.Path == "", "must not be empty"},
+		{"server.listen", c.Server.Listen == "", "must not be empty"},
+		positive("server.max_body", c.Server.MaxBody <= 0),
+		{"audit.max_age", c.Audit.MaxAge < 0, "must not be negative"},
+		{"log.format", !slices.Contains([]string{"text", "json"}, c.Log.Format), fmt.Sprintf("%q is not text or json", c.Log.Format)},
+		{"log.level", !slices.Contains([]string{"debug", "info", "warn", "error"}, c.Log.Level), fmt.Sprintf("%q is not debug, info, warn or error", c.Log.Level)},
+	}
+	for _, r := range rules {
+		if r.bad {
+			return r.key, r.msg
+		}
+	}
+	// Whatever else the contract demands of limits.
+	if err := c.Limits().Validate(); err != nil {
+		return "limits", err.Error()
+	}
+	return "", ""
+}
+
+func hasBlankOrDup(list []string) bool {
+	seen := map[string]bool{}
+	for _, s := range list {
+		if s == "" || seen[s] {
+			return true
+		}
+		seen[s] = true
+	}
+	return false
+}
+
+func allEnvNames(list []string) bool {
+	for _, s := range list {
+		if s == "" || strings.ContainsAny(s, "=\x00") {
+			return false
+		}
+	}
+	return true
+}
