@@ -1,0 +1,250 @@
+package cgroups
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Timeouts for Kill and Close; generous because they bound a loop that
+// normally ends in milliseconds.
+const (
+	killTimeout   = 5 * time.Second
+	freezeTimeout = time.Second
+	rmdirTimeout  = 2 * time.Second
+)
+
+// Cgroup is one sandbox's cgroup: a leaf in every v1 hierarchy, or one v2
+// leaf.
+type Cgroup struct {
+	m    *Manager
+	name string
+	dirs []string // v1: one per hierarchy, freezer's first; v2: one
+
+	mu     sync.Mutex // serialises Kill and Close
+	fd     int        // v2 O_PATH fd of the leaf, -1 when none
+	closed bool
+}
+
+// attach makes a Cgroup for leaf name without touching the filesystem.
+func (m *Manager) attach(name string) *Cgroup {
+	c := &Cgroup{m: m, name: name, fd: -1}
+	for _, p := range m.parents() {
+		c.dirs = append(c.dirs, filepath.Join(p, name))
+	}
+	return c
+}
+
+// Name is the leaf's name, execbox-<pid>-<id>.
+func (c *Cgroup) Name() string { return c.name }
+
+// Dirs are the leaf directories: one per v1 hierarchy, or the v2 leaf.
+func (c *Cgroup) Dirs() []string { return slices.Clone(c.dirs) }
+
+// dir is the leaf directory that carries controller.
+func (c *Cgroup) dir(controller string) string {
+	if c.m.version == V2 {
+		return c.dirs[0]
+	}
+	return c.m.v1Dir(controller, c.name)
+}
+
+// FD returns an O_PATH directory fd of the v2 leaf, for clone3's
+// CLONE_INTO_CGROUP (SysProcAttr{UseCgroupFD: true, CgroupFD: fd}). The
+// Cgroup owns it; it stays valid until Close. ok is false on v1.
+func (c *Cgroup) FD() (fd int, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.fd < 0 || c.closed {
+		return -1, false
+	}
+	return c.fd, true
+}
+
+// Add moves process pid (all its threads) into the leaf of every
+// hierarchy (v1) or into the v2 leaf.
+func (c *Cgroup) Add(pid int) error {
+	s := strconv.Itoa(pid)
+	for _, d := range c.dirs {
+		if err := writeFile(filepath.Join(d, "cgroup.procs"), s); err != nil {
+			return fmt.Errorf("adding process %d to cgroup %s: %w", pid, c.name, err)
+		}
+	}
+	return nil
+}
+
+// Stats reads what the cgroup's processes used so far. Counters the
+// kernel lacks read as zero.
+func (c *Cgroup) Stats() (Stats, error) {
+	if _, err := os.Stat(c.dirs[0]); err != nil {
+		return Stats{}, fmt.Errorf("reading stats of cgroup %s: %w", c.name, err)
+	}
+	var st Stats
+	var err error
+	if c.m.version == V2 {
+		err = c.statsV2(&st)
+	} else {
+		err = c.statsV1(&st)
+	}
+	if err != nil {
+		return Stats{}, fmt.Errorf("reading stats of cgroup %s: %w", c.name, err)
+	}
+	pids, err := c.procs()
+	if err != nil {
+		return Stats{}, fmt.Errorf("reading stats of cgroup %s: %w", c.name, err)
+	}
+	st.Current = len(pids)
+	return st, nil
+}
+
+// Kill kills every process in the cgroup, also ones forked while it runs,
+// and returns when none is left.
+func (c *Cgroup) Kill() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.kill()
+}
+
+func (c *Cgroup) kill() error {
+	var err error
+	if c.m.version == V2 {
+		err = c.killV2()
+	} else {
+		err = c.killV1()
+	}
+	if err != nil {
+		return fmt.Errorf("killing cgroup %s: %w", c.name, err)
+	}
+	return nil
+}
+
+// Close kills what is left, removes every leaf directory and closes the
+// fd. Calling it again after success does nothing.
+func (c *Cgroup) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil
+	}
+	err := c.kill()
+	if c.fd >= 0 {
+		_ = unix.Close(c.fd)
+		c.fd = -1
+	}
+	if rerr := c.remove(); rerr != nil {
+		return errors.Join(err, rerr)
+	}
+	c.closed = true
+	setLive(c.name, false)
+	return err
+}
+
+// remove deletes the leaf directories, retrying while the kernel still
+// counts exiting processes in them.
+func (c *Cgroup) remove() error {
+	var errs []error
+	for _, d := range c.dirs {
+		deadline := time.Now().Add(rmdirTimeout)
+		for wait := time.Millisecond; ; wait = min(2*wait, 50*time.Millisecond) {
+			err := unix.Rmdir(d)
+			if err == nil || errors.Is(err, unix.ENOENT) {
+				break
+			}
+			if !errors.Is(err, unix.EBUSY) || time.Now().After(deadline) {
+				errs = append(errs, fmt.Errorf("removing cgroup %s: %w", d, err))
+				break
+			}
+			time.Sleep(wait)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// procs lists the processes in the cgroup: the union over all leaves. A
+// leaf that is gone counts as empty.
+func (c *Cgroup) procs() ([]int, error) {
+	var out []int
+	for _, d := range c.dirs {
+		data, err := os.ReadFile(filepath.Join(d, "cgroup.procs"))
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		for _, f := range strings.Fields(string(data)) {
+			if pid, err := strconv.Atoi(f); err == nil && !slices.Contains(out, pid) {
+				out = append(out, pid)
+			}
+		}
+	}
+	return out, nil
+}
+
+// waitEmpty polls until the cgroup has no process or d passes.
+func (c *Cgroup) waitEmpty(d time.Duration) (left int, err error) {
+	deadline := time.Now().Add(d)
+	for wait := 200 * time.Microsecond; ; wait = min(2*wait, 20*time.Millisecond) {
+		pids, err := c.procs()
+		if err != nil || len(pids) == 0 || time.Now().After(deadline) {
+			return len(pids), err
+		}
+		time.Sleep(wait)
+	}
+}
+
+// signalAll sends SIGKILL to every process in the cgroup.
+func (c *Cgroup) signalAll() error {
+	pids, err := c.procs()
+	if err != nil {
+		return err
+	}
+	for _, p := range pids {
+		if err := unix.Kill(p, unix.SIGKILL); err != nil && !errors.Is(err, unix.ESRCH) {
+			return fmt.Errorf("sending SIGKILL to %d: %w", p, err)
+		}
+	}
+	return nil
+}
+
+// readInt reads a file holding one integer; a missing file reads as 0.
+func readInt(p string) (int64, error) {
+	data, err := os.ReadFile(p)
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	s := strings.TrimSpace(string(data))
+	if s == "max" {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("parsing %s: %w", p, err)
+	}
+	return n, nil
+}
+
+// readKeyed reads "key N" from a flat-keyed file; missing file or key
+// read as 0.
+func readKeyed(p, key string) (int64, error) {
+	data, err := os.ReadFile(p)
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	n, _ := keyedInt(string(data), key)
+	return n, nil
+}
