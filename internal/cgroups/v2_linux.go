@@ -31,6 +31,13 @@ func (c *Cgroup) createV2(l Limits) error {
 		if err := writeFile(filepath.Join(d, "memory.max"), strconv.FormatInt(l.Memory, 10)); err != nil {
 			return err
 		}
+		// An OOM kill takes the whole sandbox, not one process of it: a
+		// half-killed tree is a state no caller can reason about.
+		if og := filepath.Join(d, "memory.oom.group"); fileExists(og) {
+			if err := writeFile(og, "1"); err != nil {
+				return err
+			}
+		}
 		if sw := filepath.Join(d, "memory.swap.max"); fileExists(sw) {
 			if err := writeFile(sw, "0"); err != nil {
 				return err
