@@ -28,6 +28,7 @@ const Name = "local"
 
 func init() {
 	reexec.Entry("local-reaper", reaperMain)
+	reexec.Entry("local-exec", execMain)
 	sandbox.Register(Name, New)
 }
 
@@ -239,14 +240,14 @@ func (s *Sandbox) Exec(ctx context.Context, p *sandbox.Process) (*sandbox.Result
 	if err != nil {
 		return nil, err
 	}
-	cfg, _ := json.Marshal(reaperConfig{Rlimits: map[int]uint64{
+	cfg, _ := json.Marshal(reaperConfig{Path: prog, Rlimits: map[int]uint64{
 		unix.RLIMIT_DATA:   uint64(l.Memory),
 		unix.RLIMIT_NPROC:  uint64(l.Pids),
 		unix.RLIMIT_FSIZE:  uint64(l.FileSize),
 		unix.RLIMIT_NOFILE: uint64(l.NoFile),
 		unix.RLIMIT_CPU:    uint64(max(l.CPUTime/time.Second, 1)),
 	}})
-	cmd := reexec.Command("local-reaper", append([]string{string(cfg), prog}, p.Args[1:]...)...)
+	cmd := reexec.Command("local-reaper", append([]string{string(cfg)}, p.Args...)...)
 	cmd.Env, cmd.Dir = env, dir
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM, Credential: s.cred}
 	statusR, statusW, err := os.Pipe()

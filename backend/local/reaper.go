@@ -11,11 +11,14 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/execbox/execbox/internal/reexec"
 )
 
-// reaperConfig is what the reaper needs besides the program's argv; it
-// travels as argv[1] (it holds no secret).
+// reaperConfig is what the reaper and the exec stage need besides the
+// program's argv; it travels as argv[1] (it holds no secret).
 type reaperConfig struct {
+	Path    string         `json:"path"`    // the program, resolved
 	Rlimits map[int]uint64 `json:"rlimits"` // resource → limit (soft = hard, except CPU)
 }
 
@@ -25,7 +28,10 @@ type status struct {
 	Signal int `json:"signal"`
 }
 
-// reaperMain runs as the entry point "local-reaper": argv = config, program args...
+// reaperMain runs as the entry point "local-reaper": argv = config, program
+// argv. It forks the exec stage, which sets the rlimits and execs the
+// program: the limits bind the program only, never the Go reaper (whose
+// runtime, race-instrumented in tests, needs more than a program may get).
 func reaperMain() {
 	unix.CloseOnExec(3)
 	fail := func(format string, args ...any) {
@@ -35,31 +41,16 @@ func reaperMain() {
 	if len(os.Args) < 3 {
 		fail("usage: config program [args...]")
 	}
-	var cfg reaperConfig
-	if err := json.Unmarshal([]byte(os.Args[1]), &cfg); err != nil {
-		fail("decoding config: %v", err)
-	}
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 		fail("becoming subreaper: %v", err)
 	}
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, unix.SIGTERM, unix.SIGINT, unix.SIGHUP)
 
-	for res, lim := range cfg.Rlimits {
-		rl := unix.Rlimit{Cur: lim, Max: lim}
-		if res == unix.RLIMIT_CPU {
-			rl.Max = lim + 1 // SIGXCPU at the soft limit, SIGKILL a second later
-		}
-		if err := unix.Setrlimit(res, &rl); err != nil {
-			fail("setting rlimit %d: %v", res, err)
-		}
-	}
-	// Start the program with fds 0-2 only; signals we handle are back to
-	// their defaults after execve.
-	argv := os.Args[2:]
-	pid, err := forkExec(argv)
+	argv := append([]string{reexec.Arg0("local-exec")}, os.Args[1:]...)
+	pid, err := syscall.ForkExec("/proc/self/exe", argv, &syscall.ProcAttr{Env: os.Environ(), Files: []uintptr{0, 1, 2}})
 	if err != nil {
-		fail("%v", err)
+		fail("starting the exec stage: %v", err)
 	}
 
 	type event struct {
@@ -113,12 +104,28 @@ func reaperMain() {
 	}
 }
 
-func forkExec(argv []string) (int, error) {
-	pid, err := syscall.ForkExec(argv[0], argv, &syscall.ProcAttr{Env: os.Environ(), Files: []uintptr{0, 1, 2}})
-	if err != nil {
-		return 0, fmt.Errorf("starting %s: %w", argv[0], err)
+// execMain runs as the entry point "local-exec": argv = config, program
+// argv. It sets the program's rlimits and replaces itself with the program.
+func execMain() {
+	fail := func(format string, args ...any) {
+		fmt.Fprintf(os.Stderr, "execbox local: "+format+"\n", args...)
+		os.Exit(127)
 	}
-	return pid, nil
+	var cfg reaperConfig
+	if len(os.Args) < 3 || json.Unmarshal([]byte(os.Args[1]), &cfg) != nil {
+		fail("bad exec stage arguments")
+	}
+	for res, lim := range cfg.Rlimits {
+		rl := unix.Rlimit{Cur: lim, Max: lim}
+		if res == unix.RLIMIT_CPU {
+			rl.Max = lim + 1 // SIGXCPU at the soft limit, SIGKILL a second later
+		}
+		if err := unix.Setrlimit(res, &rl); err != nil {
+			fail("setting rlimit %d: %v", res, err)
+		}
+	}
+	err := unix.Exec(cfg.Path, os.Args[2:], os.Environ())
+	fail("executing %s: %v", cfg.Path, err)
 }
 
 func writeStatus(st status) {

@@ -55,8 +55,11 @@ func NewWorkDir(root string, uid, gid int) (*WorkDir, error) {
 }
 
 // Write writes files (relative path → content) into the work dir. Every path
-// is checked before anything is written; a path that would pass through a
-// symlink fails with ErrInvalid naming it. Afterwards the current state is
+// is checked before anything is written: a path that is invalid, or that
+// would pass through a symlink or a non-directory, fails with ErrInvalid
+// naming it and nothing is written. Paths are walked one component at a
+// time from directory fds, so no symlink is ever followed, not even one
+// planted between the check and the write. Afterwards the current state is
 // the baseline for Collect.
 func (w *WorkDir) Write(files map[string][]byte) error {
 	paths := make([]string, 0, len(files))
@@ -73,6 +76,11 @@ func (w *WorkDir) Write(files map[string][]byte) error {
 	}
 	defer unix.Close(root)
 	for _, p := range paths {
+		if err := check(root, p); err != nil {
+			return err
+		}
+	}
+	for _, p := range paths {
 		if err := w.writeOne(root, p, files[p]); err != nil {
 			return err
 		}
@@ -80,46 +88,86 @@ func (w *WorkDir) Write(files map[string][]byte) error {
 	return w.Snapshot()
 }
 
-func (w *WorkDir) writeOne(root int, p string, data []byte) error {
-	invalid := func(err error) error {
-		if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.EXDEV) || errors.Is(err, unix.ENOTDIR) {
-			return sandbox.Errorf(sandbox.ErrInvalid, "path_invalid", "path %q: passes through a symlink or a non-directory", p)
-		}
-		return fmt.Errorf("writing %q: %w", p, err)
+func invalidPath(p string, err error) error {
+	if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.EXDEV) || errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.EISDIR) {
+		return sandbox.Errorf(sandbox.ErrInvalid, "path_invalid", "path %q: passes through a symlink or a non-directory, or names a directory", p)
 	}
-	dir := path.Dir(p)
-	if dir != "." {
-		parts := strings.Split(dir, "/")
-		for i := range parts {
-			sub := strings.Join(parts[:i+1], "/")
-			err := unix.Mkdirat(root, sub, 0o755)
-			if err != nil && !errors.Is(err, unix.EEXIST) {
-				return invalid(err)
-			}
-			if err == nil {
-				fd, err := openat2(root, sub, unix.O_PATH|unix.O_DIRECTORY, 0)
-				if err != nil {
-					return invalid(err)
-				}
-				err = unix.Fchownat(fd, "", w.uid, w.gid, unix.AT_EMPTY_PATH)
-				unix.Close(fd)
-				if err != nil {
-					return invalid(err)
-				}
-			}
-		}
-	}
-	fd, err := openat2(root, p, unix.O_WRONLY|unix.O_CREAT|unix.O_TRUNC|unix.O_NOFOLLOW, 0o644)
+	return fmt.Errorf("writing %q: %w", p, err)
+}
+
+// check verifies, without creating anything, that p can be written: every
+// existing directory on the way is a real directory and the file, if it
+// exists, is not a symlink or a directory.
+func check(root int, p string) error {
+	parts := strings.Split(p, "/")
+	dir, err := unix.Dup(root)
 	if err != nil {
-		return invalid(err)
+		return invalidPath(p, err)
+	}
+	defer func() { unix.Close(dir) }()
+	for _, c := range parts[:len(parts)-1] {
+		next, err := openat2(dir, c, unix.O_PATH|unix.O_DIRECTORY, 0)
+		if errors.Is(err, unix.ENOENT) {
+			return nil // the rest will be created
+		}
+		if err != nil {
+			return invalidPath(p, err)
+		}
+		unix.Close(dir)
+		dir = next
+	}
+	var st unix.Stat_t
+	err = unix.Fstatat(dir, parts[len(parts)-1], &st, unix.AT_SYMLINK_NOFOLLOW)
+	switch {
+	case errors.Is(err, unix.ENOENT):
+		return nil
+	case err != nil:
+		return invalidPath(p, err)
+	case st.Mode&unix.S_IFMT == unix.S_IFLNK:
+		return invalidPath(p, unix.ELOOP)
+	case st.Mode&unix.S_IFMT == unix.S_IFDIR:
+		return invalidPath(p, unix.EISDIR)
+	}
+	return nil
+}
+
+func (w *WorkDir) writeOne(root int, p string, data []byte) error {
+	parts := strings.Split(p, "/")
+	dir, err := unix.Dup(root)
+	if err != nil {
+		return invalidPath(p, err)
+	}
+	defer func() { unix.Close(dir) }()
+	for _, c := range parts[:len(parts)-1] {
+		// mkdirat never follows its last component, and that is the only
+		// one it is given: dir is a real directory fd.
+		made := unix.Mkdirat(dir, c, 0o755)
+		if made != nil && !errors.Is(made, unix.EEXIST) {
+			return invalidPath(p, made)
+		}
+		next, err := openat2(dir, c, unix.O_PATH|unix.O_DIRECTORY, 0)
+		if err != nil {
+			return invalidPath(p, err)
+		}
+		unix.Close(dir)
+		dir = next
+		if made == nil {
+			if err := unix.Fchownat(dir, "", w.uid, w.gid, unix.AT_EMPTY_PATH); err != nil {
+				return invalidPath(p, err)
+			}
+		}
+	}
+	fd, err := openat2(dir, parts[len(parts)-1], unix.O_WRONLY|unix.O_CREAT|unix.O_TRUNC|unix.O_NOFOLLOW, 0o644)
+	if err != nil {
+		return invalidPath(p, err)
 	}
 	f := os.NewFile(uintptr(fd), p)
 	defer f.Close()
 	if err := f.Chown(w.uid, w.gid); err != nil {
-		return invalid(err)
+		return invalidPath(p, err)
 	}
 	if _, err := f.Write(data); err != nil {
-		return invalid(err)
+		return invalidPath(p, err)
 	}
 	return nil
 }

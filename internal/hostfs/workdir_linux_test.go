@@ -110,3 +110,35 @@ func TestRemoveUnreadable(t *testing.T) {
 		t.Fatal("work dir still there")
 	}
 }
+
+func TestWriteNeverCreatesThroughSymlink(t *testing.T) {
+	w := newWD(t)
+	outside := t.TempDir()
+	os.Symlink(outside, filepath.Join(w.Path, "dlink"))
+	err := w.Write(map[string][]byte{"aaa.txt": []byte("x"), "dlink/sub/new.txt": []byte("x")})
+	if !errors.Is(err, sandbox.ErrInvalid) {
+		t.Fatalf("Write through a dir symlink = %v", err)
+	}
+	if ents, _ := os.ReadDir(outside); len(ents) != 0 {
+		t.Fatalf("created %v outside the work dir", ents[0].Name())
+	}
+	if _, err := os.Stat(filepath.Join(w.Path, "aaa.txt")); !os.IsNotExist(err) {
+		t.Fatal("a valid file of a rejected batch was written")
+	}
+}
+
+func TestWriteLongPath(t *testing.T) {
+	w := newWD(t)
+	// 4096 bytes: 20 components of 200 bytes joined by '/', plus a tail.
+	p := strings.TrimSuffix(strings.Repeat(strings.Repeat("d", 200)+"/", 20), "/")
+	p += "/" + strings.Repeat("f", 4096-len(p)-1)
+	if len(p) != 4096 {
+		t.Fatalf("test path is %d bytes", len(p))
+	}
+	if err := w.Write(map[string][]byte{p: []byte("x")}); err != nil {
+		t.Fatalf("a 4096-byte path: %v", err)
+	}
+	if err := w.Write(map[string][]byte{p + "x": []byte("x")}); !errors.Is(err, sandbox.ErrInvalid) {
+		t.Fatalf("a 4097-byte path: %v", err)
+	}
+}

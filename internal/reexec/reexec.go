@@ -27,5 +27,9 @@ func Command(name string, args ...string) *exec.Cmd {
 	}
 }
 
+// Arg0 is the argv[0] that starts the entry point name, for callers that
+// fork and exec /proc/self/exe themselves.
+func Arg0(name string) string { return prefix + name }
+
 // Is reports whether this process is the entry point name.
 func Is(name string) bool { return len(os.Args) > 0 && os.Args[0] == prefix+name }
