@@ -36,7 +36,7 @@ func reaperMain() {
 	unix.CloseOnExec(3)
 	fail := func(format string, args ...any) {
 		fmt.Fprintf(os.Stderr, "execbox local reaper: "+format+"\n", args...)
-		os.Exit(125)
+		reexec.Exit(125)
 	}
 	if len(os.Args) < 3 {
 		fail("usage: config program [args...]")
@@ -81,7 +81,7 @@ func reaperMain() {
 		case ev := <-events:
 			if ev.err != nil { // ECHILD: no child left, so no descendant either
 				writeStatus(st)
-				os.Exit(0)
+				reexec.Exit(0)
 			}
 			if ev.pid == pid {
 				st = status{Exit: ev.ws.ExitStatus()}
@@ -109,7 +109,7 @@ func reaperMain() {
 func execMain() {
 	fail := func(format string, args ...any) {
 		fmt.Fprintf(os.Stderr, "execbox local: "+format+"\n", args...)
-		os.Exit(127)
+		reexec.Exit(127)
 	}
 	var cfg reaperConfig
 	if len(os.Args) < 3 || json.Unmarshal([]byte(os.Args[1]), &cfg) != nil {
