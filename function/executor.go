@@ -1,0 +1,264 @@
+package function
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/execbox/execbox/sandbox"
+)
+
+// Runner runs one sandboxed process to its end. It is the engine's job:
+// choosing the backend (see SelectionFrom), admission, Create → Exec →
+// Close. A process that fails, times out or is killed is a Result with a
+// Reason; an error means it could not be run (ErrUnavailable: the
+// isolation asked for is not there).
+type Runner interface {
+	Run(ctx context.Context, spec sandbox.Spec, p *sandbox.Process) (*sandbox.Result, error)
+}
+
+// RunnerFunc adapts a function to Runner.
+type RunnerFunc func(ctx context.Context, spec sandbox.Spec, p *sandbox.Process) (*sandbox.Result, error)
+
+func (f RunnerFunc) Run(ctx context.Context, spec sandbox.Spec, p *sandbox.Process) (*sandbox.Result, error) {
+	return f(ctx, spec, p)
+}
+
+// Options configure an Executor. The zero value is usable.
+type Options struct {
+	// Concurrency is the most executions (and lints) running at once;
+	// 0 means runtime.NumCPU().
+	Concurrency int
+	// QueueTimeout is how long a call waits for a free slot before it is
+	// answered busy; 0 answers busy at once.
+	QueueTimeout time.Duration
+	// DefaultTimeout applies to requests that set none; 0 means 15 s.
+	// It must be within 1–60 s.
+	DefaultTimeout time.Duration
+	// Limits are the sandbox limits of every run; zero fields are left to
+	// the engine's defaults. Wall and Output are set per run.
+	Limits sandbox.Limits
+	// Python and Node name the interpreters inside the sandbox, looked up
+	// in its PATH; empty means "python3" and "node".
+	Python string
+	Node   string
+}
+
+// protocolOutput bounds the runner's stdout (the protocol channel): a
+// 256 KiB result, 8 KiB of output escaped and an error with its traceback
+// fit with room to spare.
+const protocolOutput = 1 * sandbox.MiB
+
+// backstop is how long past the timeout Execute waits for a Runner that
+// does not end the run itself (a slow sandbox start counts against it).
+const backstop = 10 * time.Second
+
+// Executor runs function calls and lints through a Runner, at most
+// Options.Concurrency at once. It is safe for concurrent use.
+type Executor struct {
+	runner   Runner
+	opts     Options
+	slots    chan struct{}
+	backstop time.Duration
+}
+
+// New returns an Executor that runs every call through r.
+func New(r Runner, o Options) (*Executor, error) {
+	if r == nil {
+		return nil, sandbox.Errorf(sandbox.ErrInvalid, CodeInvalidRequest, "function executor: no runner")
+	}
+	if o.Concurrency < 0 || o.QueueTimeout < 0 {
+		return nil, sandbox.Errorf(sandbox.ErrInvalid, CodeInvalidRequest, "function executor: concurrency and queue timeout must not be negative")
+	}
+	if o.Concurrency == 0 {
+		o.Concurrency = runtime.NumCPU()
+	}
+	if o.DefaultTimeout == 0 {
+		o.DefaultTimeout = DefaultTimeout
+	}
+	if o.DefaultTimeout < MinTimeout || o.DefaultTimeout > MaxTimeout {
+		return nil, sandbox.Errorf(sandbox.ErrInvalid, CodeInvalidRequest, "function executor: default timeout %v is out of range (1s to 60s)", o.DefaultTimeout)
+	}
+	if o.Python == "" {
+		o.Python = "python3"
+	}
+	if o.Node == "" {
+		o.Node = "node"
+	}
+	return &Executor{runner: r, opts: o, slots: make(chan struct{}, o.Concurrency), backstop: backstop}, nil
+}
+
+// Execute runs one request and always answers: every failure, including a
+// bad request, a busy executor or a panicking Runner, is a Response with
+// OK false and a Code. ctx cancels the call (code interrupted).
+func (e *Executor) Execute(ctx context.Context, req *Request) (resp *Response) {
+	defer func() {
+		if p := recover(); p != nil {
+			resp = fail(CodeInternal, fmt.Sprintf("internal error: %v", p))
+		}
+	}()
+	if req == nil {
+		return fail(CodeInvalidRequest, "no request")
+	}
+	if err := req.Validate(); err != nil {
+		return ErrorResponse(err)
+	}
+	in, err := req.input()
+	if err != nil {
+		return ErrorResponse(err)
+	}
+	if err := e.acquire(ctx); err != nil {
+		return ErrorResponse(err)
+	}
+	defer func() { <-e.slots }()
+	start := time.Now()
+	resp = e.run(ctx, req, in)
+	resp.DurationMS = time.Since(start).Milliseconds()
+	return resp
+}
+
+// Lint parses req.Code without running it (whatever req.Mode says) and
+// returns its diagnostics: empty for valid code. The error is the failure
+// response as a *sandbox.Error (see Response.Err).
+func (e *Executor) Lint(ctx context.Context, req *Request) ([]Diagnostic, error) {
+	if req == nil {
+		return nil, fail(CodeInvalidRequest, "no request").Err()
+	}
+	r := *req
+	r.Mode = ModeLint
+	resp := e.Execute(ctx, &r)
+	if err := resp.Err(); err != nil {
+		return nil, err
+	}
+	return resp.Diagnostics, nil
+}
+
+// acquire takes a slot: at once, or within QueueTimeout, or busy.
+func (e *Executor) acquire(ctx context.Context) error {
+	select {
+	case e.slots <- struct{}{}:
+		return nil
+	default:
+	}
+	busy := sandbox.Errorf(sandbox.ErrBusy, CodeBusy, "function executor is busy; try again later")
+	if e.opts.QueueTimeout <= 0 {
+		return busy
+	}
+	t := time.NewTimer(e.opts.QueueTimeout)
+	defer t.Stop()
+	select {
+	case e.slots <- struct{}{}:
+		return nil
+	case <-t.C:
+		return busy
+	case <-ctx.Done():
+		return sandbox.Errorf(sandbox.ErrInternal, CodeInterrupted, "execution was interrupted")
+	}
+}
+
+func (e *Executor) run(ctx context.Context, req *Request, in []byte) *Response {
+	timeout := time.Duration(req.Timeout)
+	if timeout == 0 {
+		timeout = e.opts.DefaultTimeout
+	}
+	mode := req.Mode
+	if mode == "" {
+		mode = ModeExecute
+	}
+	limits := e.opts.Limits
+	limits.Wall = timeout
+	limits.Output = protocolOutput
+	limits.OutputLimitKill = false
+	spec := sandbox.Spec{Limits: limits}
+	p := &sandbox.Process{
+		Args:    command(req.Language, e.opts.Python, e.opts.Node),
+		Stdin:   bytes.NewReader(in),
+		Timeout: timeout,
+	}
+	sel := Selection{Backend: req.Backend, Tier: req.Tier, MinIsolation: req.MinIsolation}
+	rctx, cancel := context.WithTimeout(context.WithValue(ctx, selectionKey{}, sel), timeout+e.backstop)
+	defer cancel()
+
+	res, err := e.runner.Run(rctx, spec, p)
+	interrupted := ctx.Err() != nil
+	overdue := !interrupted && rctx.Err() != nil
+	if err != nil {
+		switch {
+		case interrupted:
+			return fail(CodeInterrupted, "execution was interrupted")
+		case overdue:
+			return fail(CodeTimeout, "execution timed out; the process tree was killed")
+		}
+		return runnerFailure(err)
+	}
+	if res == nil {
+		return fail(CodeSandboxFailed, "sandbox failed to start or run the function: the runner returned no result")
+	}
+	resp := fromResult(res, mode, overdue)
+	resp.Backend, resp.Isolation = res.Backend, res.Isolation.String()
+	return resp
+}
+
+func runnerFailure(err error) *Response {
+	switch code := codeOf(err); code {
+	case CodeIsolationUnavailable:
+		return fail(code, fmt.Sprintf("isolation unavailable: %v; the code was not run", err))
+	case CodeSandboxFailed:
+		return fail(code, fmt.Sprintf("sandbox failed to start or run the function: %v", err))
+	default:
+		return fail(code, err.Error())
+	}
+}
+
+func fromResult(res *sandbox.Result, mode Mode, overdue bool) *Response {
+	switch res.Reason {
+	case sandbox.ReasonTimeout, sandbox.ReasonCPULimit:
+		return fail(CodeTimeout, "execution timed out; the process tree was killed")
+	case sandbox.ReasonCanceled:
+		if overdue {
+			return fail(CodeTimeout, "execution timed out; the process tree was killed")
+		}
+		return fail(CodeInterrupted, "execution was interrupted")
+	case sandbox.ReasonMemoryLimit:
+		return fail(CodeMemoryLimit, "function exceeded its memory limit; the process tree was killed")
+	case sandbox.ReasonOutputLimit:
+		return fail(CodeOutputInvalid, "function output is invalid or over its limit")
+	case sandbox.ReasonExited:
+		if res.ExitCode != 0 {
+			return fail(CodeSandboxFailed, "sandbox failed to start or run the function: "+
+				describeEnd(res, fmt.Sprintf("exit status %d", res.ExitCode)))
+		}
+		if res.StdoutTruncated {
+			return fail(CodeOutputInvalid, fmt.Sprintf("function output is invalid or over its limit: it exceeds %d bytes", protocolOutput))
+		}
+		return decodeOutput([]byte(res.Stdout), mode)
+	default:
+		what := string(res.Reason)
+		if res.Signal != "" {
+			what += " (" + res.Signal + ")"
+		}
+		return fail(CodeSandboxFailed, "sandbox failed to start or run the function: "+describeEnd(res, what))
+	}
+}
+
+// describeEnd says how the process ended, with the sandbox's message and
+// the tail of stderr, where the runner reports its own failures.
+func describeEnd(res *sandbox.Result, what string) string {
+	parts := []string{what}
+	if res.Message != "" {
+		parts = append(parts, res.Message)
+	}
+	if tail := strings.TrimSpace(res.Stderr); tail != "" {
+		if len(tail) > 1024 {
+			tail = "…" + strings.ToValidUTF8(tail[len(tail)-1024:], "")
+		}
+		parts = append(parts, tail)
+	}
+	return strings.Join(parts, ": ")
+}
+
+// Interface guards.
+var _ Runner = RunnerFunc(nil)
