@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -152,6 +153,9 @@ func (f *runFlags) spec(cfg *config.Config) (sandbox.Spec, error) {
 			inside = filepath.Base(host)
 		}
 		data, err := readBounded(host, maxInputFiles-total)
+		if errors.Is(err, errTooLarge) {
+			return spec, sandbox.Errorf(sandbox.ErrLimit, "input_too_large", "--file %s: input files exceed %d MiB in all", hf, maxInputFiles/sandbox.MiB)
+		}
 		if err != nil {
 			return spec, sandbox.Errorf(sandbox.ErrInvalid, "file_invalid", "--file %s: %w", hf, err)
 		}
@@ -161,6 +165,10 @@ func (f *runFlags) spec(cfg *config.Config) (sandbox.Spec, error) {
 	return spec, nil
 }
 
+var errTooLarge = errors.New("file too large")
+
+// readBounded reads at most room bytes of path; past that it returns what it
+// read and errTooLarge.
 func readBounded(path string, room int64) ([]byte, error) {
 	fh, err := os.Open(path)
 	if err != nil {
@@ -172,7 +180,7 @@ func readBounded(path string, room int64) ([]byte, error) {
 		return nil, err
 	}
 	if int64(len(data)) > room {
-		return nil, fmt.Errorf("input files exceed %d MiB in all", maxInputFiles/sandbox.MiB)
+		return data[:room], errTooLarge
 	}
 	return data, nil
 }
