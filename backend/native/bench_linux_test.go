@@ -1,0 +1,168 @@
+package native
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/execbox/execbox/internal/seccomp"
+	"github.com/execbox/execbox/sandbox"
+)
+
+// BenchmarkStart times start-to-exit of a program, side by side in one
+// run, the variants interleaved in a rotating order so that load from
+// elsewhere hits them alike:
+//
+//	bare         fork/exec/wait from Go, no isolation
+//	native       one-shot sandbox.Run (Create, Exec, Artifacts, Close) with
+//	             the standalone cmd/execbox-init
+//	native-exec  one Exec in a live sandbox, execbox-init
+//	reexec       sandbox.Run with the init re-executing this binary
+//	reexec-exec  one Exec in a live sandbox, re-exec
+//	bwrap        bubblewrap with equivalent flags (every namespace, the same
+//	             read-only root, /proc, /dev, 16 MiB noexec /tmp, /work,
+//	             uid 65534, no capabilities, the same seccomp filter; no cgroup)
+//
+// Each variant reports its median and 90th percentile in milliseconds:
+//
+//	go test -run '^$' -bench Start -benchtime 300x ./backend/native/
+func BenchmarkStart(b *testing.B) {
+	for _, prog := range []struct {
+		name string
+		args []string
+	}{
+		{"true", []string{"/bin/true"}},
+		{"python", []string{"/usr/bin/python3", "-I", "-S", "-c", "pass"}},
+	} {
+		b.Run(prog.name, func(b *testing.B) {
+			benchStart(b, prog.args)
+		})
+	}
+}
+
+func benchStart(b *testing.B, args []string) {
+	reexec := newBackend(b)
+	standalone := withInit(b, buildInit(b))
+	p := &sandbox.Process{Args: args}
+	oneShot := func(nb *Backend) func() error {
+		return func() error { return check(sandbox.Run(context.Background(), nb, sandbox.Spec{}, p)) }
+	}
+	inSandbox := func(nb *Backend) func() error {
+		sb := create(b, nb, sandbox.Spec{})
+		return func() error { return check(sb.Exec(context.Background(), p)) }
+	}
+	variants := []struct {
+		name string
+		run  func() error
+	}{
+		{"bare", func() error {
+			cmd := exec.Command(args[0], args[1:]...)
+			cmd.Env = []string{"PATH=/usr/bin:/bin"}
+			return cmd.Run()
+		}},
+		{"native", oneShot(standalone)},
+		{"native-exec", inSandbox(standalone)},
+		{"reexec", oneShot(reexec)},
+		{"reexec-exec", inSandbox(reexec)},
+	}
+	if bw, err := exec.LookPath("bwrap"); err == nil {
+		filter, err := seccomp.Bytes()
+		if err != nil {
+			b.Fatal(err)
+		}
+		work := b.TempDir()
+		variants = append(variants, struct {
+			name string
+			run  func() error
+		}{"bwrap", func() error { return runBwrap(bw, work, filter, args) }})
+	} else {
+		skipOrFail(b, "bwrap is not installed")
+	}
+	times := make([][]time.Duration, len(variants))
+	for i, v := range variants {
+		if err := v.run(); err != nil { // warm-up
+			b.Fatalf("%s: %v", v.name, err)
+		}
+		times[i] = make([]time.Duration, 0, b.N)
+	}
+	b.ResetTimer()
+	for n := range b.N {
+		// A rotating order: no variant always follows the same other one.
+		for k := range variants {
+			i := (n + k) % len(variants)
+			v := variants[i]
+			start := time.Now()
+			if err := v.run(); err != nil {
+				b.Fatalf("%s: %v", v.name, err)
+			}
+			times[i] = append(times[i], time.Since(start))
+		}
+	}
+	b.StopTimer()
+	for i, v := range variants {
+		ds := times[i]
+		slices.Sort(ds)
+		b.ReportMetric(ms(ds[len(ds)/2]), v.name+"-p50-ms")
+		b.ReportMetric(ms(ds[len(ds)*9/10]), v.name+"-p90-ms")
+	}
+	b.ReportMetric(0, "ns/op") // the sum over variants means nothing
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// runBwrap runs args under bwrap with the native backend's setup as far as
+// bwrap can express it.
+func runBwrap(bw, work string, filter []byte, args []string) error {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	go func() {
+		w.Write(filter)
+		w.Close()
+	}()
+	a := []string{"--unshare-all", "--die-with-parent", "--new-session",
+		"--uid", "65534", "--gid", "65534", "--hostname", "sandbox", "--cap-drop", "ALL",
+		"--ro-bind", "/usr", "/usr"}
+	for _, l := range []string{"/bin", "/sbin", "/lib", "/lib64"} {
+		if t, err := os.Readlink(l); err == nil {
+			a = append(a, "--symlink", t, l)
+		}
+	}
+	for _, p := range expandDefault() {
+		if filepath.Dir(p) == "/etc" || filepath.Dir(p) == "/etc/ssl" {
+			a = append(a, "--ro-bind-try", p, p)
+		}
+	}
+	a = append(a, "--proc", "/proc", "--dev", "/dev",
+		"--size", strconv.Itoa(16<<20), "--perms", "1777", "--tmpfs", "/tmp",
+		"--bind", work, "/work", "--chdir", "/work",
+		"--remount-ro", "/", "--clearenv", "--setenv", "PATH", "/usr/bin:/bin",
+		"--seccomp", "3", "--")
+	cmd := exec.Command(bw, append(a, args...)...)
+	cmd.Env = []string{}
+	cmd.ExtraFiles = []*os.File{r}
+	return cmd.Run()
+}
+
+func check(res *sandbox.Result, err error) error {
+	if err != nil {
+		return err
+	}
+	if !res.Succeeded() {
+		return &exitError{res}
+	}
+	return nil
+}
+
+type exitError struct{ res *sandbox.Result }
+
+func (e *exitError) Error() string {
+	return "program failed: " + string(e.res.Reason) + " " + strconv.Itoa(e.res.ExitCode) + " " + e.res.Message + " " + e.res.Stderr
+}

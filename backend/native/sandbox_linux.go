@@ -1,0 +1,343 @@
+package native
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"path"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/execbox/execbox/internal/cgroups"
+	"github.com/execbox/execbox/internal/hostfs"
+	"github.com/execbox/execbox/internal/nsinit"
+	"github.com/execbox/execbox/internal/proc"
+	"github.com/execbox/execbox/sandbox"
+)
+
+// Sandbox is one native sandbox: a cgroup, a work dir and a plan. Every
+// Exec starts a fresh init in fresh namespaces; the work dir (and the
+// cgroup's limits) carry over between them, /tmp does not.
+type Sandbox struct {
+	id          string
+	b           *Backend
+	env         *hostEnv
+	spec        sandbox.Spec
+	plan        *plan
+	cg          *cgroups.Cgroup // nil without cgroups
+	wd          *hostfs.WorkDir
+	mounted     bool // the work dir tmpfs is mounted
+	enforcement map[string]string
+	last        cgroups.Stats // the cgroup's counters after the last Exec
+
+	mu      sync.Mutex
+	closed  bool
+	cancel  context.CancelFunc // of the running Exec
+	running sync.WaitGroup
+}
+
+func (s *Sandbox) ID() string { return s.id }
+
+// begin registers an operation; Close cancels it and waits for it.
+func (s *Sandbox) begin(cancel context.CancelFunc) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return sandbox.Errorf(sandbox.ErrNotFound, "sandbox_closed", "sandbox %s is closed", s.id)
+	}
+	if cancel != nil {
+		s.cancel = cancel
+	}
+	s.running.Add(1)
+	return nil
+}
+
+func (s *Sandbox) WriteFiles(ctx context.Context, files map[string][]byte) error {
+	if err := s.begin(nil); err != nil {
+		return err
+	}
+	defer s.running.Done()
+	err := s.wd.Write(files)
+	if errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EDQUOT) {
+		return sandbox.Errorf(sandbox.ErrLimit, "work_size_exceeded", "writing files: the work dir is full (work_size %d bytes): %w", s.spec.Limits.WorkSize, err)
+	}
+	return err
+}
+
+func (s *Sandbox) Artifacts(ctx context.Context) (sandbox.Artifacts, error) {
+	if err := s.begin(nil); err != nil {
+		return sandbox.Artifacts{}, err
+	}
+	defer s.running.Done()
+	return s.wd.Collect(s.spec.Limits.ArtifactFiles, s.spec.Limits.ArtifactBytes)
+}
+
+// Exec runs p in a fresh set of namespaces under this sandbox's cgroup.
+func (s *Sandbox) Exec(ctx context.Context, p *sandbox.Process) (*sandbox.Result, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if err := s.begin(cancel); err != nil {
+		return nil, err
+	}
+	defer s.running.Done()
+
+	l := s.spec.Limits
+	wall := l.Wall
+	if p.Timeout > 0 && p.Timeout < wall {
+		wall = p.Timeout
+	}
+	cfg := s.initConfig(p)
+	opts := nsinit.Options{
+		InitPath:   s.env.initPath,
+		Cloneflags: nsinit.Namespaces,
+		CgroupFD:   -1,
+	}
+	if s.spec.Policy.Network != sandbox.NetworkHost {
+		opts.Cloneflags |= unix.CLONE_NEWNET
+	}
+	if s.env.rootless {
+		// Unprivileged: one line per map, setgroups denied; the init is
+		// the sandbox user and keeps the capabilities it needs for setup
+		// as ambient ones (dropped again before the program starts).
+		opts.UIDMap = []syscall.SysProcIDMap{{ContainerID: sandboxUID, HostID: s.env.hostUID, Size: 1}}
+		opts.GIDMap = []syscall.SysProcIDMap{{ContainerID: sandboxGID, HostID: s.env.hostGID, Size: 1}}
+		opts.AmbientCaps = []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_NET_ADMIN, unix.CAP_SETPCAP, unix.CAP_SETUID, unix.CAP_SETGID}
+	} else {
+		// The init is root inside (host root's caps do not reach beyond
+		// its namespaces); the program is 65534 inside and on the host.
+		opts.UIDMap = []syscall.SysProcIDMap{{ContainerID: 0, HostID: 0, Size: 1}, {ContainerID: sandboxUID, HostID: sandboxUID, Size: 1}}
+		opts.GIDMap = []syscall.SysProcIDMap{{ContainerID: 0, HostID: 0, Size: 1}, {ContainerID: sandboxGID, HostID: sandboxGID, Size: 1}}
+		opts.Setgroups = true
+	}
+	var place func(int) error
+	if s.cg != nil {
+		if fd, ok := s.cg.FD(); ok {
+			opts.CgroupFD = fd // v2: born in the cgroup, no window
+		} else {
+			place = s.cg.Add // v1: moved while it waits for its config
+			cfg.NewCgroupNS = true
+		}
+	}
+	launch, err := nsinit.NewLaunch(cfg, opts)
+	if err != nil {
+		return nil, sandbox.Errorf(sandbox.ErrInternal, "init_failed", "preparing the sandbox init: %w", err)
+	}
+	type served struct {
+		st  *nsinit.Status
+		err error
+	}
+	done := make(chan served, 1)
+	go func() {
+		st, err := launch.Serve(place)
+		done <- served{st, err}
+	}()
+	cmd := launch.Cmd
+	out, err := proc.Run(ctx, cmd, proc.Options{
+		Wall: wall, Output: l.Output, OutputLimitKill: l.OutputLimitKill,
+		Stdin: p.Stdin, Stdout: p.Stdout, Stderr: p.Stderr,
+		Kill: func() error {
+			// SIGKILL to PID 1 ends the whole PID namespace; the cgroup
+			// catches anything that got out of it.
+			kerr := cmd.Process.Kill()
+			if errors.Is(kerr, os.ErrProcessDone) {
+				// The init has exited and been reaped, and the kernel
+				// does not let PID 1 go before the rest of its PID
+				// namespace: nothing is left to kill.
+				return nil
+			}
+			if s.cg != nil {
+				kerr = errors.Join(kerr, s.cg.Kill())
+			}
+			return kerr
+		},
+	})
+	launch.Release()
+	sv := <-done
+	if err != nil {
+		return nil, sandbox.Errorf(sandbox.ErrInternal, "start_failed", "starting the sandbox init: %w", err)
+	}
+	res := &sandbox.Result{
+		ID: s.id, Backend: Name, Isolation: sandbox.IsolationProcess,
+		Reason: out.Reason, ExitCode: out.ExitCode, Signal: out.Signal,
+		Stdout: string(out.Stdout.Bytes()), Stderr: string(out.Stderr.Bytes()),
+		StdoutTruncated: out.Stdout.Truncated(), StderrTruncated: out.Stderr.Truncated(),
+		Usage:       sandbox.Usage{Wall: out.Wall},
+		Enforcement: maps.Clone(s.enforcement),
+	}
+	if ru, ok := out.State.SysUsage().(*syscall.Rusage); ok && ru != nil {
+		// The init's usage includes the program it waited for.
+		res.Usage.CPU = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+		res.Usage.PeakMemory = ru.Maxrss * 1024
+	}
+	killed := out.Reason == sandbox.ReasonTimeout || out.Reason == sandbox.ReasonCanceled || out.Reason == sandbox.ReasonOutputLimit
+	switch {
+	case sv.err != nil && killed:
+		// We killed the init before it could report: the program died of
+		// our SIGKILL.
+		res.ExitCode, res.Signal = -1, "SIGKILL"
+	case sv.err != nil:
+		res.Reason, res.ExitCode, res.Signal = sandbox.ReasonSandboxError, -1, ""
+		res.Message = "the sandbox init failed: " + sv.err.Error()
+		if out.Signal != "" {
+			res.Message += " (init ended by " + out.Signal + ")"
+		}
+	case sv.st.Code == nsinit.CodeNotFound || sv.st.Code == nsinit.CodeDirNotFound:
+		return nil, sandbox.Errorf(sandbox.ErrInvalid, sv.st.Code, "%s", sv.st.Error)
+	case sv.st.Error != "":
+		res.Reason, res.ExitCode, res.Signal = sandbox.ReasonSandboxError, -1, ""
+		res.Message = "setting up the sandbox: " + sv.st.Error
+	default:
+		res.ExitCode, res.Signal = sv.st.ExitCode, ""
+		if sv.st.Signal != 0 {
+			res.Signal = unix.SignalName(syscall.Signal(sv.st.Signal))
+		}
+		if !killed {
+			res.Reason = reasonFor(sv.st)
+		}
+		if sv.st.Landlock != "" {
+			res.Enforcement["landlock"] = sv.st.Landlock
+		}
+	}
+	if s.cg != nil {
+		s.applyStats(res, killed)
+	}
+	return res, nil
+}
+
+// reasonFor classifies a program's end by its status.
+func reasonFor(st *nsinit.Status) sandbox.Reason {
+	switch syscall.Signal(st.Signal) {
+	case 0:
+		return sandbox.ReasonExited
+	case syscall.SIGXCPU:
+		return sandbox.ReasonCPULimit
+	case syscall.SIGXFSZ:
+		return sandbox.ReasonFileSizeLimit
+	default:
+		return sandbox.ReasonSignaled
+	}
+}
+
+// applyStats adds the cgroup's view: usage, and OOM kills or the pids
+// limit as the reason a failed program ended.
+func (s *Sandbox) applyStats(res *sandbox.Result, killed bool) {
+	after, err := s.cg.Stats()
+	if err != nil {
+		return
+	}
+	// The cgroup's counters run over the sandbox's life; this Exec's share
+	// is what changed since the last one (a fresh cgroup reads zero).
+	before := s.last
+	s.last = after
+	res.Usage.CPU = max(after.CPU-before.CPU, 0)
+	if after.PeakMemory > 0 {
+		res.Usage.PeakMemory = after.PeakMemory
+	}
+	if killed || res.Reason == sandbox.ReasonSandboxError || res.Succeeded() {
+		return
+	}
+	switch {
+	case after.OOMKills > before.OOMKills:
+		res.Reason = sandbox.ReasonMemoryLimit
+		res.Message = fmt.Sprintf("the memory limit of %d bytes was reached; the kernel's OOM killer ended %d process(es)",
+			s.spec.Limits.Memory, after.OOMKills-before.OOMKills)
+	case after.PidsLimitHit && !before.PidsLimitHit:
+		res.Reason = sandbox.ReasonPidsLimit
+		res.Message = fmt.Sprintf("the limit of %d processes was reached (a fork or clone failed)", s.spec.Limits.Pids)
+	}
+}
+
+// initConfig is the init's config for p.
+func (s *Sandbox) initConfig(p *sandbox.Process) *nsinit.Config {
+	l := s.spec.Limits
+	fixed := map[string]string{"HOME": workDir, "TMPDIR": "/tmp", "PATH": "/usr/local/bin:/usr/bin:/bin"}
+	env := sandbox.BuildEnv(os.Environ(), s.spec.Policy, fixed, s.spec.Env, p.Env)
+	cpu := uint64(max(l.CPUTime/time.Second, 1))
+	rl := []nsinit.Rlimit{
+		{Resource: unix.RLIMIT_NOFILE, Cur: uint64(l.NoFile), Max: uint64(l.NoFile)},
+		{Resource: unix.RLIMIT_FSIZE, Cur: uint64(l.FileSize), Max: uint64(l.FileSize)},
+		// SIGXCPU at the soft limit (reason cpu_limit), SIGKILL a second later.
+		{Resource: unix.RLIMIT_CPU, Cur: cpu, Max: cpu + 1},
+		// No core files: they would land in /work.
+		{Resource: unix.RLIMIT_CORE, Cur: 0, Max: 0},
+	}
+	if s.cg == nil {
+		// Stand-ins for the missing controllers; Enforcement says so.
+		rl = append(rl,
+			nsinit.Rlimit{Resource: unix.RLIMIT_AS, Cur: uint64(l.Memory), Max: uint64(l.Memory)},
+			nsinit.Rlimit{Resource: unix.RLIMIT_NPROC, Cur: uint64(l.Pids + initThreads), Max: uint64(l.Pids + initThreads)},
+		)
+	}
+	cfg := &nsinit.Config{
+		Args:        p.Args,
+		Env:         env,
+		Dir:         path.Join(workDir, p.Dir),
+		UID:         sandboxUID,
+		GID:         sandboxGID,
+		NoSetgroups: s.env.rootless,
+		Hostname:    hostname,
+		Root:        s.env.rootDir,
+		RootSize:    1 << 20,
+		Binds:       s.plan.binds,
+		Files:       s.plan.files,
+		Symlinks:    s.plan.symlinks,
+		Devices:     devices,
+		Tmp:         nsinit.Tmp{Size: l.TmpSize, Inodes: inodesFor(l.TmpSize), Exec: s.plan.exec},
+		Mounts:      append([]nsinit.Bind{{Source: s.wd.Path, Target: workDir, Writable: true, Exec: s.plan.exec}}, s.plan.mounts...),
+		Loopback:    s.spec.Policy.Network != sandbox.NetworkHost,
+		Rlimits:     rl,
+		Seccomp:     s.env.filter,
+	}
+	if s.env.llABI > 0 {
+		cfg.Landlock = &nsinit.Landlock{RW: s.plan.rw}
+	}
+	return cfg
+}
+
+// Close ends a running Exec and removes the cgroup, the work dir's mount
+// and the work dir.
+func (s *Sandbox) Close(ctx context.Context) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	if s.cancel != nil {
+		s.cancel()
+	}
+	s.mu.Unlock()
+	s.running.Wait()
+	var errs []error
+	if s.cg != nil {
+		if err := s.cg.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("removing cgroup: %w", err))
+		}
+	}
+	if s.mounted {
+		if err := unix.Unmount(s.wd.Path, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) {
+			errs = append(errs, fmt.Errorf("unmounting the work dir: %w", err))
+		}
+	}
+	if err := s.wd.Remove(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return sandbox.Errorf(sandbox.ErrInternal, "close_failed", "closing sandbox %s: %w", s.id, err)
+	}
+	return nil
+}
+
+// Interface guards.
+var (
+	_ sandbox.Backend = (*Backend)(nil)
+	_ sandbox.Sandbox = (*Sandbox)(nil)
+)

@@ -1,0 +1,226 @@
+package nsinit
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func validConfig() *Config {
+	return &Config{
+		Args: []string{"/bin/true"}, Dir: "/work", Root: "/tmp/root",
+		Binds: []Bind{{Source: "/usr", Target: "/usr"}}, Devices: []string{"null"},
+		Tmp: Tmp{Size: 1 << 20},
+	}
+}
+
+func TestValidate(t *testing.T) {
+	if err := validConfig().Validate(); err != nil {
+		t.Fatalf("valid config: %v", err)
+	}
+	for name, mod := range map[string]func(*Config){
+		"no args":         func(c *Config) { c.Args = nil },
+		"empty program":   func(c *Config) { c.Args = []string{""} },
+		"relative root":   func(c *Config) { c.Root = "tmp/root" },
+		"root is /":       func(c *Config) { c.Root = "/" },
+		"unclean dir":     func(c *Config) { c.Dir = "/work/../etc" },
+		"relative target": func(c *Config) { c.Binds[0].Target = "usr" },
+		"bind on /":       func(c *Config) { c.Binds[0].Target = "/" },
+		"mount source":    func(c *Config) { c.Mounts = []Bind{{Source: "x", Target: "/x"}} },
+		"file path":       func(c *Config) { c.Files = []File{{Path: "/etc/../x"}} },
+		"symlink path":    func(c *Config) { c.Symlinks = []Symlink{{Path: "bin", Target: "usr/bin"}} },
+		"device path":     func(c *Config) { c.Devices = []string{"../sda"} },
+		"no tmp size":     func(c *Config) { c.Tmp.Size = 0 },
+	} {
+		c := validConfig()
+		mod(c)
+		if err := c.Validate(); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+func TestFraming(t *testing.T) {
+	msg, err := frame(validConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got Config
+	if err := readMsg(bytes.NewReader(msg), &got); err != nil || got.Args[0] != "/bin/true" {
+		t.Fatalf("round trip: %v %+v", err, got)
+	}
+	// A length over the bound is refused before anything is allocated.
+	over := []byte{0xff, 0xff, 0xff, 0xff}
+	if err := readMsg(bytes.NewReader(over), &got); err == nil {
+		t.Fatal("a 4 GiB length was accepted")
+	}
+	// At the bound: accepted by the framing (JSON decides the rest).
+	c := validConfig()
+	c.Env = []string{strings.Repeat("x", maxConfig-1000)}
+	if _, err := frame(c); err != nil {
+		t.Fatalf("a config just under the bound: %v", err)
+	}
+	c.Env = []string{strings.Repeat("x", maxConfig)}
+	if _, err := frame(c); err == nil {
+		t.Fatal("a config over the bound was framed")
+	}
+	// A truncated message is an error, not a short config.
+	if err := readMsg(bytes.NewReader(msg[:len(msg)-1]), &got); err == nil {
+		t.Fatal("a truncated message was accepted")
+	}
+}
+
+// fakeInit writes a Python script standing in for the init; ctl is fd 3.
+func fakeInit(t *testing.T, body string) string {
+	t.Helper()
+	if _, err := os.Stat("/usr/bin/python3"); err != nil {
+		t.Skip("python3 is not installed")
+	}
+	p := filepath.Join(t.TempDir(), "fake-init")
+	script := "#!/usr/bin/python3\nimport os, struct, sys\nctl = 3\n" +
+		"def recv(n):\n    b = b''\n    while len(b) < n:\n        c = os.read(ctl, n - len(b))\n        if not c: return b\n        b += c\n    return b\n" +
+		"def config():\n    n = struct.unpack('>I', recv(4))[0]\n    return recv(n)\n" + body + "\n"
+	if err := os.WriteFile(p, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// serve runs a Launch of the fake init the way a backend does.
+func serve(t *testing.T, init string, place func(int) error) (*Status, error) {
+	t.Helper()
+	l, err := NewLaunch(validConfig(), Options{InitPath: init, CgroupFD: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		st  *Status
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		st, err := l.Serve(place)
+		done <- result{st, err}
+	}()
+	if err := l.Cmd.Run(); err != nil {
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) {
+			t.Fatal(err)
+		}
+	}
+	l.Release()
+	r := <-done
+	return r.st, r.err
+}
+
+func TestServeProtocol(t *testing.T) {
+	t.Run("stale init refused", func(t *testing.T) {
+		_, err := serve(t, fakeInit(t, `os.write(ctl, b"\x09")`), nil)
+		if err == nil || !strings.Contains(err.Error(), "protocol 9") {
+			t.Fatalf("Serve: %v, want a protocol mismatch", err)
+		}
+	})
+	t.Run("init dies before ready", func(t *testing.T) {
+		_, err := serve(t, fakeInit(t, `sys.exit(3)`), nil)
+		if err == nil || !strings.Contains(err.Error(), "before it was ready") {
+			t.Fatalf("Serve: %v", err)
+		}
+	})
+	t.Run("placement failure withholds the go-ahead", func(t *testing.T) {
+		out := filepath.Join(t.TempDir(), "got")
+		init := fakeInit(t, fmt.Sprintf(`os.write(ctl, bytes([%d]))
+cfg = config()
+open(%q, "wb").write(recv(1))`, protocol, out))
+		_, err := serve(t, init, func(int) error { return errors.New("no cgroup for you") })
+		if err == nil || err.Error() != "no cgroup for you" {
+			t.Fatalf("Serve: %v", err)
+		}
+		if b, err := os.ReadFile(out); err != nil || len(b) != 0 {
+			t.Fatalf("after a failed placement the init read %q (%v), want EOF", b, err)
+		}
+	})
+	t.Run("pid, go-ahead and status", func(t *testing.T) {
+		init := fakeInit(t, fmt.Sprintf(`os.write(ctl, bytes([%d]))
+cfg = config()
+assert b'"args":["/bin/true"]' in cfg, cfg
+assert recv(1) == b"G"
+st = b'{"exit_code":7,"landlock":"x"}'
+os.write(ctl, struct.pack(">I", len(st)) + st)`, protocol))
+		var pid int
+		st, err := serve(t, init, func(p int) error { pid = p; return nil })
+		if err != nil || st.ExitCode != 7 || st.Landlock != "x" {
+			t.Fatalf("Serve: %+v %v", st, err)
+		}
+		if pid <= 1 {
+			t.Fatalf("placement got pid %d", pid)
+		}
+	})
+	t.Run("init dies after go-ahead", func(t *testing.T) {
+		init := fakeInit(t, fmt.Sprintf(`os.write(ctl, bytes([%d]))
+config(); recv(1); os.kill(os.getpid(), 9)`, protocol))
+		_, err := serve(t, init, nil)
+		if err == nil || !strings.Contains(err.Error(), "without a status") {
+			t.Fatalf("Serve: %v", err)
+		}
+	})
+}
+
+// The real init, re-executed from this test binary, never exits before its
+// go-ahead: a placement slower than a failing setup still gets the init's
+// own error, not "no such process". Needs root (namespaces, mounts).
+func TestSlowPlacementKeepsStatus(t *testing.T) {
+	if os.Geteuid() != 0 {
+		if strings.Contains(os.Getenv("EXECBOX_REQUIRE"), "native") {
+			t.Fatal("needs root")
+		}
+		t.Skip("needs root")
+	}
+	root := t.TempDir()
+	work := t.TempDir()
+	cfg := &Config{
+		Args: []string{"no-such-program"}, Env: []string{"PATH=/usr/bin:/bin"}, Dir: "/work",
+		UID: 65534, GID: 65534, Hostname: "sandbox", Root: root,
+		Binds:    []Bind{{Source: "/usr", Target: "/usr", Exec: true}},
+		Symlinks: []Symlink{{Path: "/bin", Target: "usr/bin"}},
+		Devices:  []string{"null"},
+		Tmp:      Tmp{Size: 1 << 20},
+		Mounts:   []Bind{{Source: work, Target: "/work", Writable: true}},
+	}
+	l, err := NewLaunch(cfg, Options{
+		Cloneflags: Namespaces,
+		UIDMap:     []syscall.SysProcIDMap{{ContainerID: 0, HostID: 0, Size: 1}, {ContainerID: 65534, HostID: 65534, Size: 1}},
+		GIDMap:     []syscall.SysProcIDMap{{ContainerID: 0, HostID: 0, Size: 1}, {ContainerID: 65534, HostID: 65534, Size: 1}},
+		Setgroups:  true,
+		CgroupFD:   -1,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	var st *Status
+	go func() {
+		var err error
+		st, err = l.Serve(func(pid int) error {
+			time.Sleep(200 * time.Millisecond) // the init has long failed its lookup
+			return syscall.Kill(pid, 0)        // and must still be there
+		})
+		done <- err
+	}()
+	if err := l.Cmd.Run(); err != nil {
+		t.Fatalf("init: %v", err)
+	}
+	l.Release()
+	if err := <-done; err != nil {
+		t.Fatalf("Serve: %v", err)
+	}
+	if st.Code != CodeNotFound {
+		t.Fatalf("status %+v, want %s", st, CodeNotFound)
+	}
+}
