@@ -134,16 +134,27 @@ func (e *Engine) Start() {
 	})
 }
 
-// Close stops the background prober.
+// Close stops the background prober and closes every backend that holds
+// resources of its own (an optional `Close() error`, e.g. docker's reused
+// containers).
 func (e *Engine) Close() {
 	e.mu.Lock()
 	select {
 	case <-e.stop:
+		e.mu.Unlock()
+		return
 	default:
 		close(e.stop)
 	}
 	e.mu.Unlock()
 	e.wg.Wait()
+	for _, name := range e.order {
+		if c, ok := e.backends[name].(interface{ Close() error }); ok {
+			if err := c.Close(); err != nil {
+				e.opts.Logger.Warn("closing backend", "backend", name, "err", err)
+			}
+		}
+	}
 }
 
 // probeAsync starts the first probe of name unless one exists.

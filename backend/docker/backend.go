@@ -1,0 +1,223 @@
+package docker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/client"
+
+	"github.com/execbox/execbox/sandbox"
+)
+
+// Name is the registered name of this backend.
+const Name = "docker"
+
+func init() {
+	sandbox.Register(Name, New)
+}
+
+// Backend runs sandboxes as hardened containers of a Docker engine, driven
+// through the Engine API.
+type Backend struct {
+	cfg      Config
+	cli      *client.Client
+	host     string // the engine's address, for messages
+	instance string
+	me       owner
+	defaults sandbox.Limits
+	iso      sandbox.Isolation
+
+	mu         sync.Mutex
+	closed     bool
+	live       map[string]*ctr // every container made and not yet removed, by ID
+	pool       map[string]*ctr // idle reused containers, by pool key
+	reconciled bool
+	removing   sync.WaitGroup // idle reaps in flight
+}
+
+// New returns the docker backend for settings s. It does not contact the
+// engine (Health does).
+func New(s sandbox.Settings) (sandbox.Backend, error) {
+	var cfg Config
+	if s.Decode != nil {
+		if err := s.Decode(&cfg); err != nil {
+			return nil, sandbox.Errorf(sandbox.ErrInvalid, "config_invalid", "decoding the docker section: %w", err)
+		}
+	}
+	return NewWithConfig(cfg, s)
+}
+
+// NewWithConfig is New with the docker section given directly.
+func NewWithConfig(cfg Config, s sandbox.Settings) (*Backend, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	cli, host, err := NewClient(cfg.Host)
+	if err != nil {
+		return nil, err
+	}
+	d := s.Defaults
+	if d == (sandbox.Limits{}) {
+		d = sandbox.Defaults
+	}
+	inst := s.Instance
+	if inst == "" {
+		inst = "pid-" + strconv.Itoa(os.Getpid())
+	}
+	return &Backend{
+		cfg: cfg, cli: cli, host: host, instance: inst, me: self(), defaults: d,
+		iso: isolation(cfg.Runtime), live: map[string]*ctr{}, pool: map[string]*ctr{},
+	}, nil
+}
+
+func (b *Backend) Name() string { return Name }
+
+// enforcement says how each limit is enforced; the same for every run.
+var enforcement = map[string]string{
+	"wall":      "execbox timer (the process tree is killed inside the container)",
+	"output":    "execbox capture (stdout and stderr demultiplexed)",
+	"memory":    "cgroup memory limit, swap equal to it (docker --memory, --memory-swap)",
+	"cpus":      "cgroup CPU quota (docker --cpus)",
+	"pids":      "cgroup pids limit (docker --pids-limit; plus 3 for execbox's own shell processes)",
+	"nofile":    "rlimit RLIMIT_NOFILE (docker --ulimit nofile)",
+	"file_size": "rlimit RLIMIT_FSIZE (docker --ulimit fsize)",
+	"cpu_time":  "rlimit RLIMIT_CPU (docker --ulimit cpu)",
+	"tmp_size":  "tmpfs size (/tmp)",
+	"work_size": "tmpfs size (the /work volume)",
+	"network":   "network namespace (docker --network none unless policy network is host)",
+}
+
+func (b *Backend) Capabilities() sandbox.Capabilities {
+	nets := []sandbox.Network{sandbox.NetworkNone, sandbox.NetworkHost}
+	if b.iso == sandbox.IsolationKernel {
+		nets = nets[:1] // gVisor keeps its own loopback-only stack
+	}
+	return sandbox.Capabilities{Isolation: b.iso, Sessions: true, Networks: nets, Limits: enforcement}
+}
+
+// Health asks the engine, checks the runtime and the image, and really runs
+// a container: ready only when the configured image is present and a
+// probe ran in it.
+func (b *Backend) Health(ctx context.Context) sandbox.Health {
+	h := sandbox.Health{CheckedAt: time.Now(), Details: map[string]string{
+		"host": b.host, "image": b.cfg.Image, "isolation": b.iso.String(),
+		"runtime": b.cfg.Runtime, "reuse_container": strconv.FormatBool(b.cfg.ReuseContainer),
+	}}
+	if h.Details["runtime"] == "" {
+		h.Details["runtime"] = "engine default"
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	v, err := b.cli.ServerVersion(ctx, client.ServerVersionOptions{})
+	if err != nil {
+		h.Reason = b.wrap(err, "asking the engine its version").Error()
+		return h
+	}
+	h.Details["engine"] = v.Version
+	h.Details["api"] = b.cli.ClientVersion()
+	if b.cfg.Runtime != "" {
+		info, err := b.cli.Info(ctx, client.InfoOptions{})
+		if err != nil {
+			h.Reason = b.wrap(err, "asking the engine its runtimes").Error()
+			return h
+		}
+		if _, ok := info.Info.Runtimes[b.cfg.Runtime]; !ok {
+			h.Reason = fmt.Sprintf("the docker engine at %s has no runtime %q (configure it: dockerd --add-runtime %s=/usr/bin/%s)", b.host, b.cfg.Runtime, b.cfg.Runtime, b.cfg.Runtime)
+			return h
+		}
+	}
+	b.reconcileOnce(ctx)
+	if _, err := b.cli.ImageInspect(ctx, b.cfg.Image); err != nil {
+		if cerrdefs.IsNotFound(err) {
+			h.Available = true
+			h.Reason = b.imageMissing(b.cfg.Image).Error()
+			return h
+		}
+		h.Reason = b.wrap(err, "inspecting image "+b.cfg.Image).Error()
+		return h
+	}
+	start := time.Now()
+	res, err := sandbox.Run(ctx, b, sandbox.Spec{}, &sandbox.Process{Args: []string{"/bin/true"}})
+	switch {
+	case err != nil:
+		h.Reason = "probe container failed: " + err.Error()
+	case !res.Succeeded():
+		h.Reason = fmt.Sprintf("probe /bin/true in %s ended %s (exit %d): %s", b.cfg.Image, res.Reason, res.ExitCode, res.Stderr)
+	default:
+		h.Available, h.Ready = true, true
+		h.Reason = fmt.Sprintf("docker %s at %s (API %s): a hardened %s container ran /bin/true in %v",
+			v.Version, b.host, b.cli.ClientVersion(), b.cfg.Image, time.Since(start).Round(time.Millisecond))
+	}
+	return h
+}
+
+// Create makes the sandbox's container and starts it (or leases an idle
+// reused one for spec.Scope), so that Exec only has to exec.
+func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
+	if err := spec.Validate(); err != nil {
+		return nil, err
+	}
+	if spec.Policy.RunAsUser != "" {
+		return nil, sandbox.Errorf(sandbox.ErrInvalid, "run_as_user_unsupported", "policy run_as_user is for the local backend; docker runs every program as 65534:65534")
+	}
+	if len(spec.Policy.Mounts) > 0 {
+		return nil, sandbox.Errorf(sandbox.ErrDenied, "mounts_unsupported", "the docker backend mounts no host path into a container (policy.mounts has %d)", len(spec.Policy.Mounts))
+	}
+	if spec.Policy.Network == sandbox.NetworkHost && b.iso == sandbox.IsolationKernel {
+		return nil, sandbox.Errorf(sandbox.ErrInvalid, "network_unsupported", "network host is not available with docker.runtime %s (gVisor runs its own loopback-only network stack)", b.cfg.Runtime)
+	}
+	spec.Limits = spec.Limits.WithDefaults(b.defaults)
+	if spec.Image == "" {
+		spec.Image = b.cfg.Image
+	}
+	b.mu.Lock()
+	closed := b.closed
+	b.mu.Unlock()
+	if closed {
+		return nil, sandbox.Errorf(sandbox.ErrUnavailable, "backend_closed", "the docker backend is closed")
+	}
+	b.reconcileOnce(ctx)
+	s := &Sandbox{b: b, id: sandbox.NewID(), spec: spec}
+	var err error
+	if b.cfg.ReuseContainer && spec.Scope != "" {
+		s.c, err = b.lease(ctx, spec)
+	} else {
+		s.c, err = b.startContainer(ctx, spec, s.id, "")
+	}
+	if err != nil {
+		return nil, err
+	}
+	s.fresh = true
+	return s, nil
+}
+
+// Close removes every container this backend made: idle reused ones and
+// those of sandboxes still open (their next operation fails). It is the
+// optional lifecycle method the engine calls when execbox stops.
+func (b *Backend) Close() error {
+	b.mu.Lock()
+	b.closed = true
+	var all []*ctr
+	for _, c := range b.live {
+		all = append(all, c)
+	}
+	b.pool = map[string]*ctr{}
+	b.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var errs []error
+	for _, c := range all {
+		c.stopIdle()
+		errs = append(errs, b.remove(ctx, c))
+	}
+	b.removing.Wait()
+	b.cli.Close()
+	return errors.Join(errs...)
+}

@@ -1,0 +1,67 @@
+package docker
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/execbox/execbox/internal/config"
+	"github.com/execbox/execbox/sandbox"
+)
+
+// TestConfigSection decodes the docker section as the engine hands it over:
+// every key of internal/config's DockerSection has a field here (the
+// decoder refuses a key without one) and the defaults come through.
+func TestConfigSection(t *testing.T) {
+	cfg := config.Default()
+	cfg.Docker.Runtime = "runsc"
+	cfg.Docker.ReuseContainer = true
+	cfg.Docker.IdleTimeout = 90 * time.Second
+	cfg.Docker.Host = "tcp://127.0.0.1:1"
+	b, err := New(sandbox.Settings{Decode: cfg.BackendSection(Name), Instance: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := b.(*Backend)
+	want := Config{Host: "tcp://127.0.0.1:1", Image: "execbox-python:latest", Runtime: "runsc", ReuseContainer: true, IdleTimeout: 90 * time.Second}
+	if db.cfg != want {
+		t.Errorf("decoded %v, want %v", db.cfg, want)
+	}
+	if db.Capabilities().Isolation != sandbox.IsolationKernel {
+		t.Errorf("runtime runsc: isolation %v, want kernel", db.Capabilities().Isolation)
+	}
+	if db.host != "tcp://127.0.0.1:1" {
+		t.Errorf("docker.host not used: %s", db.host)
+	}
+	cfg.Docker.Runtime = ""
+	b, _ = New(sandbox.Settings{Decode: cfg.BackendSection(Name)})
+	if b.Capabilities().Isolation != sandbox.IsolationProcess {
+		t.Errorf("default runtime: isolation %v, want process", b.Capabilities().Isolation)
+	}
+	for _, host := range []string{"ssh://me@there", "no-scheme"} {
+		cfg.Docker.Host = host
+		if _, err := New(sandbox.Settings{Decode: cfg.BackendSection(Name)}); sandbox.CodeOf(err) != "config_invalid" {
+			t.Errorf("docker.host %q: %v", host, err)
+		}
+	}
+}
+
+// TestEnvAllowlist: only the allowlisted DOCKER_* variables steer the
+// client; docker.host wins over DOCKER_HOST.
+func TestEnvAllowlist(t *testing.T) {
+	t.Setenv("DOCKER_HOST", "unix:///from/env.sock")
+	t.Setenv("DOCKER_CONTEXT", "bogus-context")
+	t.Setenv("DOCKER_CONFIG", "/nonexistent")
+	_, host, err := NewClient("")
+	if err != nil || host != "unix:///from/env.sock" {
+		t.Errorf("DOCKER_HOST: %s %v", host, err)
+	}
+	_, host, err = NewClient("unix:///from/config.sock")
+	if err != nil || host != "unix:///from/config.sock" {
+		t.Errorf("docker.host over DOCKER_HOST: %s %v", host, err)
+	}
+	t.Setenv("DOCKER_API_VERSION", "not-a-version")
+	if _, _, err := NewClient(""); err == nil || !strings.Contains(err.Error(), "not-a-version") {
+		t.Errorf("DOCKER_API_VERSION is read: %v", err)
+	}
+}

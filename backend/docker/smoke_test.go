@@ -1,0 +1,13 @@
+package docker
+
+import (
+	"testing"
+
+	"github.com/execbox/execbox/sandbox"
+)
+
+func TestSmoke(t *testing.T) {
+	b := newBackend(t, Config{})
+	res := run(t, b, sandbox.Spec{}, "/usr/bin/env")
+	t.Logf("%s\nartifacts %+v", describe(res), res.Artifacts)
+}
