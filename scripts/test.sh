@@ -1,27 +1,29 @@
 #!/usr/bin/env bash
 # Runs execbox's whole test suite on a fresh Debian 12 machine, as root:
-# installs what the tests need, then vet, the race-enabled tests and a short
-# benchmark pass. Backends listed in EXECBOX_REQUIRE must really work here:
-# a missing one fails the run instead of being skipped.
+# installs what the tests need (interpreters, bubblewrap, runsc, docker.io),
+# starts a private dockerd, builds the sandbox image offline, then vet, the
+# race-enabled tests and one short benchmark pass. Every backend listed in
+# EXECBOX_REQUIRE must really work here: a missing one fails the run
+# instead of being skipped.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 if [ "$(id -u)" != 0 ]; then
-	echo "scripts/test.sh: run as root (the native backend's tests need namespaces and cgroups)" >&2
+	echo "scripts/test.sh: run as root (the sandbox backends' tests need namespaces, cgroups and dockerd)" >&2
 	exit 2
 fi
 
 export PATH="/usr/local/go/bin:$PATH"
-export EXECBOX_REQUIRE="${EXECBOX_REQUIRE:-native,landlock,cgroups}"
+export EXECBOX_REQUIRE="${EXECBOX_REQUIRE:-native,landlock,cgroups,docker}"
 
 need=()
-for pkg in python3 nodejs bubblewrap; do
+for pkg in python3 nodejs bubblewrap runsc docker.io; do
 	dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
 if [ ${#need[@]} -gt 0 ]; then
 	echo "== installing ${need[*]}"
 	apt-get update -qq
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
 
 echo "== go vet"
@@ -33,8 +35,15 @@ if [ -n "$unformatted" ]; then
 	exit 1
 fi
 
+echo "== private dockerd and the offline sandbox image"
+./scripts/dockerd.sh start
+trap './scripts/dockerd.sh stop' EXIT
+eval "$(./scripts/dockerd.sh env)"
+go run ./cmd/execbox image build python --offline
+
 echo "== go test -race (EXECBOX_REQUIRE=$EXECBOX_REQUIRE)"
-go test -race -count=1 -timeout 20m ./...
+go test -race -count=1 -timeout 30m ./...
 
 echo "== benchmarks (one short pass, side by side)"
-go test -run '^$' -bench . -benchtime 200x -count 1 ./backend/native/ 2>&1 | grep -E '^(Benchmark|ok|FAIL|PASS)' || true
+go test -run '^$' -bench . -benchtime 100x -count 1 ./backend/native/ 2>&1 | grep -E '^(Benchmark|ok|FAIL)' || true
+go test -run '^$' -bench . -benchtime 20x -count 1 ./backend/docker/ 2>&1 | grep -E '^(Benchmark|ok|FAIL)' || true
