@@ -98,4 +98,3 @@ func yesNo(b bool) string {
 	}
 	return "no"
 }
-

@@ -173,4 +173,3 @@ It exits 1 when there is a diagnostic.`,
 	cmd.Flags().StringVar(&lang, "language", "", "python or javascript (default: by file extension)")
 	return cmd
 }
-
