@@ -34,7 +34,7 @@ func newExecutor(cfg *config.Config) (*function.Executor, func(), error) {
 }
 
 func newFnCmd(g *globals) *cobra.Command {
-	var codeFile, params, entry, lang, timeout, backend, tier string
+	var codeFile, params, entry, lang, timeout, backend, tier, remote string
 	cmd := &cobra.Command{
 		Use:   "fn",
 		Short: "Call a function: one JSON request on stdin, one JSON response on stdout",
@@ -62,7 +62,7 @@ It exits 0 whenever it wrote a response, ok or not; 125 when it could not.`,
 			if err != nil {
 				resp = function.ErrorResponse(err)
 			} else {
-				resp, err = callFunction(cmd.Context(), g, req)
+				resp, err = callFunctionAt(cmd.Context(), g, remote, req)
 				if err != nil {
 					resp = function.ErrorResponse(err)
 				}
@@ -71,6 +71,7 @@ It exits 0 whenever it wrote a response, ok or not; 125 when it could not.`,
 		},
 	}
 	fl := cmd.Flags()
+	addRemoteFlag(fl, &remote)
 	fl.StringVar(&codeFile, "code-file", "", "read the code from this file instead of a request on stdin")
 	fl.StringVar(&params, "params", "{}", "with --code-file: the params as a JSON object")
 	fl.StringVar(&entry, "entrypoint", "", "with --code-file: the function to call (default: the last top-level one)")

@@ -58,6 +58,6 @@ func newRoot() *cobra.Command {
 	}
 	root.PersistentFlags().StringVar(&g.configPath, "config", "", "configuration file (default $EXECBOX_CONFIG)")
 	root.PersistentFlags().StringArrayVar(&g.set, "set", nil, "set a configuration key, e.g. --set limits.memory=512m (repeatable)")
-	root.AddCommand(newRunCmd(g), newFnCmd(g), newLintCmd(g), newDoctorCmd(g), newConfigCmd(g), newImageCmd(g), newVersionCmd())
+	root.AddCommand(newRunCmd(g), newFnCmd(g), newLintCmd(g), newDoctorCmd(g), newConfigCmd(g), newImageCmd(g), newVersionCmd(), newServeCmd(g), newAuditCmd(g))
 	return root
 }

@@ -36,6 +36,7 @@ type runFlags struct {
 
 func newRunCmd(g *globals) *cobra.Command {
 	f := &runFlags{}
+	var remote string
 	cmd := &cobra.Command{
 		Use:   "run [flags] -- CMD [ARGS...]",
 		Short: "Run a command in a sandbox",
@@ -43,9 +44,10 @@ func newRunCmd(g *globals) *cobra.Command {
 124 when it timed out, 125 when execbox itself failed or refused, 128+N when
 signal N ended it.`,
 		Args: cobra.MinimumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error { return runRun(cmd.Context(), g, f, args) },
+		RunE: func(cmd *cobra.Command, args []string) error { return runAt(cmd.Context(), g, f, remote, args) },
 	}
 	fl := cmd.Flags()
+	addRemoteFlag(fl, &remote)
 	fl.StringVar(&f.sel.Backend, "backend", "", "backend to use (default: the configured one, auto)")
 	fl.StringVar(&f.sel.Tier, "tier", "", "isolation tier: strict, standard or fast")
 	fl.StringVar(&f.sel.MinIsolation, "min-isolation", "", "weakest isolation allowed: process, kernel or vm")

@@ -43,6 +43,7 @@ type Config struct {
 	GVisor    GVisorSection    `yaml:"gvisor"`
 	Bwrap     BwrapSection     `yaml:"bwrap"`
 	Server    ServerSection    `yaml:"server"`
+	Auth      AuthSection      `yaml:"auth"`
 	Audit     AuditSection     `yaml:"audit"`
 	Log       LogSection       `yaml:"log"`
 }
@@ -75,6 +76,9 @@ type FunctionsSection struct {
 type NativeSection struct {
 	RootFS  []string `yaml:"rootfs"` // empty = the backend's default list
 	TmpExec bool     `yaml:"tmp_exec"`
+	// InitPath names the execbox-init helper; "" = next to the executable,
+	// else execbox re-executes itself.
+	InitPath string `yaml:"init_path"`
 }
 
 // DockerSection configures the docker backend.
@@ -100,6 +104,29 @@ type BwrapSection struct {
 type ServerSection struct {
 	Listen  string `yaml:"listen"`
 	MaxBody int64  `yaml:"max_body"`
+	// MaxRuns is the most runs (POST /v1/runs) at once; more are answered
+	// busy. 0 = number of CPUs. Function calls have functions.concurrency.
+	MaxRuns int `yaml:"max_runs"`
+	// DrainDelay is how long, after SIGTERM, /readyz answers false while
+	// requests are still served, so load balancers stop sending new ones.
+	DrainDelay time.Duration `yaml:"drain_delay"`
+	// ShutdownTimeout is how long in-flight requests may finish after the
+	// listener closes; then they are cancelled and their sandboxes closed.
+	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
+}
+
+// AuthSection configures the HTTP API's bearer tokens. EXECBOX_TOKEN adds
+// one admin token named "default".
+type AuthSection struct {
+	// Tokens are "NAME:SHA256HEX[:OPTION]..." entries: the name shown in
+	// logs and the audit log, the hex SHA-256 of the secret, and options
+	// admin, concurrency=N, rate=R (requests per second), burst=N.
+	Tokens []string `yaml:"tokens"`
+	// Concurrency, Rate and Burst are the per-token limits of tokens that
+	// set none; 0 means unlimited (Burst 0: one second of Rate).
+	Concurrency int     `yaml:"concurrency"`
+	Rate        float64 `yaml:"rate"`
+	Burst       int     `yaml:"burst"`
 }
 
 // AuditSection configures the audit log.
@@ -107,6 +134,7 @@ type AuditSection struct {
 	Path      string        `yaml:"path"` // "" = no audit log
 	StoreCode bool          `yaml:"store_code"`
 	MaxAge    time.Duration `yaml:"max_age"`
+	MaxRows   int           `yaml:"max_rows"` // 0 = no bound on the row count
 }
 
 // LogSection configures execbox's own log.
@@ -145,8 +173,9 @@ func Default() *Config {
 		Docker:         DockerSection{Image: "execbox-python:latest", IdleTimeout: 5 * time.Minute},
 		GVisor:         GVisorSection{Runsc: "runsc"},
 		Bwrap:          BwrapSection{Path: "bwrap"},
-		Server:         ServerSection{Listen: "127.0.0.1:8080", MaxBody: sandbox.MiB},
-		Audit:          AuditSection{MaxAge: 720 * time.Hour},
+		Server:         ServerSection{Listen: "127.0.0.1:8080", MaxBody: sandbox.MiB, ShutdownTimeout: 30 * time.Second},
+		Auth:           AuthSection{Tokens: []string{}},
+		Audit:          AuditSection{MaxAge: 720 * time.Hour, MaxRows: 1_000_000},
 		Log:            LogSection{Format: "text", Level: "info"},
 	}
 }

@@ -113,6 +113,22 @@ func TestValidate(t *testing.T) {
 		{"max_body 1", "", func(c *Config) { c.Server.MaxBody = 1 }},
 		{"max_body 0", "server.max_body", func(c *Config) { c.Server.MaxBody = 0 }},
 		{"max_age negative", "audit.max_age", func(c *Config) { c.Audit.MaxAge = -1 }},
+		{"max_runs 0", "", func(c *Config) { c.Server.MaxRuns = 0 }},
+		{"max_runs negative", "server.max_runs", func(c *Config) { c.Server.MaxRuns = -1 }},
+		{"drain_delay 0", "", func(c *Config) { c.Server.DrainDelay = 0 }},
+		{"drain_delay negative", "server.drain_delay", func(c *Config) { c.Server.DrainDelay = -1 }},
+		{"shutdown_timeout 1ns", "", func(c *Config) { c.Server.ShutdownTimeout = 1 }},
+		{"shutdown_timeout 0", "server.shutdown_timeout", func(c *Config) { c.Server.ShutdownTimeout = 0 }},
+		{"token entry", "", func(c *Config) { c.Auth.Tokens = []string{"ci:ab"} }},
+		{"token empty", "auth.tokens", func(c *Config) { c.Auth.Tokens = []string{""} }},
+		{"auth concurrency 0", "", func(c *Config) { c.Auth.Concurrency = 0 }},
+		{"auth concurrency negative", "auth.concurrency", func(c *Config) { c.Auth.Concurrency = -1 }},
+		{"auth rate 0.5", "", func(c *Config) { c.Auth.Rate = 0.5 }},
+		{"auth rate negative", "auth.rate", func(c *Config) { c.Auth.Rate = -0.5 }},
+		{"auth burst 0", "", func(c *Config) { c.Auth.Burst = 0 }},
+		{"auth burst negative", "auth.burst", func(c *Config) { c.Auth.Burst = -1 }},
+		{"max_rows 0", "", func(c *Config) { c.Audit.MaxRows = 0 }},
+		{"max_rows negative", "audit.max_rows", func(c *Config) { c.Audit.MaxRows = -1 }},
 		{"log json", "", func(c *Config) { c.Log.Format = "json" }},
 		{"log xml", "log.format", func(c *Config) { c.Log.Format = "xml" }},
 		{"log warn", "", func(c *Config) { c.Log.Level = "warn" }},
@@ -154,8 +170,9 @@ func TestBackendSection(t *testing.T) {
 
 	c.Native.RootFS = []string{"/usr", "/lib"}
 	var native struct {
-		RootFS  []string `yaml:"rootfs"`
-		TmpExec bool     `yaml:"tmp_exec"`
+		RootFS   []string `yaml:"rootfs"`
+		TmpExec  bool     `yaml:"tmp_exec"`
+		InitPath string   `yaml:"init_path"`
 	}
 	if err := c.BackendSection("native")(&native); err != nil || len(native.RootFS) != 2 || native.RootFS[1] != "/lib" {
 		t.Errorf("native section = %+v, %v", native, err)

@@ -1,0 +1,167 @@
+package v1
+
+import (
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/execbox/execbox/engine"
+	"github.com/execbox/execbox/function"
+	"github.com/execbox/execbox/sandbox"
+)
+
+// Function calls use the function package's wire types unchanged: POST
+// /v1/functions:execute and /v1/functions:lint take a FunctionRequest and
+// answer a FunctionResponse.
+type (
+	FunctionRequest  = function.Request
+	FunctionResponse = function.Response
+	Diagnostic       = function.Diagnostic
+)
+
+// Ran reports whether a function response code is one of a call whose
+// code ran and failed by itself (it raised, did not parse, timed out, …).
+// Such a call is answered 200 with {"ok": false, "code": …}; every other
+// failure is a problem document with the code's status.
+func Ran(code string) bool { return ranCodes[code] }
+
+var ranCodes = map[string]bool{
+	function.CodeUserError: true, function.CodeSyntaxError: true, function.CodeEntrypointNotFound: true,
+	function.CodeResultInvalid: true, function.CodeResultTooLarge: true, function.CodeTimeout: true,
+	function.CodeMemoryLimit: true, function.CodeOutputInvalid: true, function.CodeResponseInvalid: true,
+}
+
+// Health is GET /v1/health: the engine's selection report.
+type Health = engine.Report
+
+// Backend is one backend in GET /v1/backends.
+type Backend = engine.Candidate
+
+// Backends is GET /v1/backends.
+type Backends struct {
+	Backends []Backend `json:"backends"`
+}
+
+// Status is GET /healthz and GET /readyz.
+type Status struct {
+	OK       bool   `json:"ok"`
+	Draining bool   `json:"draining,omitempty"`
+	Reason   string `json:"reason,omitempty"`
+}
+
+// Audit kinds: what an audit record records.
+const (
+	KindRun      = "run"
+	KindFunction = "function"
+	KindLint     = "lint"
+	KindTool     = "tool"
+)
+
+// AuditRecord is one execution in the audit log (GET /v1/audit).
+type AuditRecord struct {
+	ID        string    `json:"id"`
+	Time      time.Time `json:"time"`
+	RequestID string    `json:"request_id,omitempty"`
+	// Token is the name of the token that asked ("anonymous" without auth).
+	Token string `json:"token"`
+	// Kind is run, function, lint or tool.
+	Kind      string          `json:"kind"`
+	Backend   string          `json:"backend,omitempty"`
+	Isolation string          `json:"isolation,omitempty"`
+	Limits    *sandbox.Limits `json:"limits,omitempty"`
+	// Reason is the sandbox reason of a run; for functions "ok" or the
+	// response code.
+	Reason   string         `json:"reason,omitempty"`
+	ExitCode *int           `json:"exit_code,omitempty"`
+	Duration time.Duration  `json:"duration_ns"`
+	Usage    *sandbox.Usage `json:"usage,omitempty"`
+	// CodeSHA256 is the hex SHA-256 of the code (a run's command: its argv
+	// as a JSON array); Code is the code itself when audit.store_code is set.
+	CodeSHA256 string `json:"code_sha256,omitempty"`
+	Code       string `json:"code,omitempty"`
+	// ErrorCode is the stable code of a refused or failed request.
+	ErrorCode string `json:"error_code,omitempty"`
+}
+
+// Audit is GET /v1/audit.
+type Audit struct {
+	Records []AuditRecord `json:"records"`
+	// Total counts every record matching the filter, beyond Limit.
+	Total int `json:"total"`
+}
+
+// AuditQuery filters the audit log; zero fields do not filter.
+type AuditQuery struct {
+	Token     string
+	Kind      string
+	ErrorCode string
+	Since     time.Time
+	Until     time.Time
+	// Limit bounds the records returned (newest first): 0 means
+	// DefaultAuditLimit, at most MaxAuditLimit.
+	Limit int
+}
+
+// Audit query bounds.
+const (
+	DefaultAuditLimit = 100
+	MaxAuditLimit     = 1000
+)
+
+// Values encodes q as query parameters.
+func (q AuditQuery) Values() url.Values {
+	v := url.Values{}
+	set := func(k, s string) {
+		if s != "" {
+			v.Set(k, s)
+		}
+	}
+	set("token", q.Token)
+	set("kind", q.Kind)
+	set("error_code", q.ErrorCode)
+	if !q.Since.IsZero() {
+		v.Set("since", q.Since.UTC().Format(time.RFC3339Nano))
+	}
+	if !q.Until.IsZero() {
+		v.Set("until", q.Until.UTC().Format(time.RFC3339Nano))
+	}
+	if q.Limit != 0 {
+		v.Set("limit", strconv.Itoa(q.Limit))
+	}
+	return v
+}
+
+// ParseAuditQuery decodes query parameters; an error is ErrInvalid naming
+// the parameter.
+func ParseAuditQuery(v url.Values) (AuditQuery, error) {
+	q := AuditQuery{Token: v.Get("token"), Kind: v.Get("kind"), ErrorCode: v.Get("error_code")}
+	for k := range v {
+		switch k {
+		case "token", "kind", "error_code", "since", "until", "limit":
+		default:
+			return q, invalid(k, "unknown query parameter (want token, kind, error_code, since, until, limit)")
+		}
+	}
+	var err error
+	for _, t := range []struct {
+		name string
+		dst  *time.Time
+	}{{"since", &q.Since}, {"until", &q.Until}} {
+		if s := v.Get(t.name); s != "" {
+			if *t.dst, err = time.Parse(time.RFC3339Nano, s); err != nil {
+				return q, invalid(t.name, "%q is not an RFC 3339 time", s)
+			}
+		}
+	}
+	if s := v.Get("limit"); s != "" {
+		if q.Limit, err = strconv.Atoi(s); err != nil || q.Limit < 0 || q.Limit > MaxAuditLimit {
+			return q, invalid("limit", "%q is not a number from 0 to %d", s, MaxAuditLimit)
+		}
+	}
+	switch q.Kind {
+	case "", KindRun, KindFunction, KindLint, KindTool:
+	default:
+		return q, invalid("kind", "%q is not run, function, lint or tool", q.Kind)
+	}
+	return q, nil
+}

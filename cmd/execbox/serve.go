@@ -1,0 +1,161 @@
+package main
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/execbox/execbox/function"
+	"github.com/execbox/execbox/internal/audit"
+	"github.com/execbox/execbox/internal/auth"
+	"github.com/execbox/execbox/internal/config"
+	"github.com/execbox/execbox/internal/server"
+	"github.com/execbox/execbox/sandbox"
+)
+
+func newServeCmd(g *globals) *cobra.Command {
+	var listen string
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Serve the HTTP API",
+		Long: `serve answers the HTTP API v1 (described at /v1/openapi.json): runs,
+function calls and lints, health, backends, metrics and the audit log.
+
+Clients authenticate with bearer tokens: EXECBOX_TOKEN=<secret> (one admin
+token named "default") or auth.tokens entries NAME:SHA256HEX[:admin]
+[:concurrency=N][:rate=R][:burst=N], where SHA256HEX is the output of
+printf %s SECRET | sha256sum. With no token, serve listens only on a
+loopback address.
+
+The bound address is logged ("listening", addr=…); --listen 127.0.0.1:0
+picks a free port. On SIGTERM or SIGINT, /readyz turns false, requests are
+still served for server.drain_delay, then the listener closes and in-flight
+requests get server.shutdown_timeout before they are cancelled.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runServe(cmd.Context(), g, listen) },
+	}
+	cmd.Flags().StringVar(&listen, "listen", "", "address to listen on, HOST:PORT (default server.listen, 127.0.0.1:8080)")
+	return cmd
+}
+
+func runServe(ctx context.Context, g *globals, listen string) error {
+	cfg, _, err := g.loadConfig()
+	if err != nil {
+		return err
+	}
+	if listen != "" {
+		cfg.Server.Listen = listen
+	}
+	log := newLogger(os.Stderr, cfg.Log)
+	secret, secretSet := os.LookupEnv("EXECBOX_TOKEN")
+	tokens, err := configuredTokens(cfg, secret, secretSet)
+	if err != nil {
+		return err
+	}
+	authn, err := auth.New(tokens, auth.Limits{Concurrency: cfg.Auth.Concurrency, Rate: cfg.Auth.Rate, Burst: cfg.Auth.Burst})
+	if err != nil {
+		return err
+	}
+
+	ln, err := net.Listen("tcp", cfg.Server.Listen)
+	if err != nil {
+		return sandbox.Errorf(sandbox.ErrUnavailable, "listen_failed", "listening on %s: %w", cfg.Server.Listen, err)
+	}
+	defer ln.Close()
+	if !isLoopback(ln.Addr()) && !authn.Enabled() {
+		return sandbox.Errorf(sandbox.ErrDenied, "listen_insecure",
+			"refusing to serve on %s: it is not a loopback address and no API token is configured; "+
+				"set EXECBOX_TOKEN=<secret> or auth.tokens, or listen on 127.0.0.1", ln.Addr())
+	}
+
+	e, err := newEngine(cfg)
+	if err != nil {
+		return err
+	}
+	e.Start()
+	defer e.Close()
+	fx, err := function.New(e.FunctionRunner(), function.Options{
+		Concurrency:    cfg.Functions.Concurrency,
+		QueueTimeout:   cfg.Functions.QueueTimeout,
+		DefaultTimeout: cfg.Functions.Timeout,
+	})
+	if err != nil {
+		return err
+	}
+	var store *audit.Store
+	if cfg.Audit.Path != "" {
+		store, err = audit.Open(cfg.Audit.Path, audit.Options{
+			StoreCode: cfg.Audit.StoreCode, MaxAge: cfg.Audit.MaxAge, MaxRows: cfg.Audit.MaxRows, Logger: log,
+		})
+		if err != nil {
+			return err
+		}
+		defer store.Close()
+	}
+	srv, err := server.New(server.Options{
+		Engine:          e,
+		Functions:       fx,
+		Policy:          policy(cfg),
+		Auth:            authn,
+		Audit:           store,
+		Logger:          log,
+		MaxBody:         cfg.Server.MaxBody,
+		MaxRuns:         cfg.Server.MaxRuns,
+		FunctionTimeout: cfg.Functions.Timeout,
+		DrainDelay:      cfg.Server.DrainDelay,
+		ShutdownTimeout: cfg.Server.ShutdownTimeout,
+	})
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	log.Info("listening", "addr", ln.Addr().String(), "url", "http://"+ln.Addr().String(),
+		"tokens", authn.Names(), "audit", cfg.Audit.Path, "backend", cfg.Backend)
+	return srv.Serve(ctx, ln)
+}
+
+// configuredTokens are auth.tokens plus EXECBOX_TOKEN's "default" token.
+func configuredTokens(cfg *config.Config, secret string, secretSet bool) ([]auth.Token, error) {
+	var tokens []auth.Token
+	for i, entry := range cfg.Auth.Tokens {
+		t, err := auth.ParseToken(entry)
+		if err != nil {
+			return nil, sandbox.Errorf(sandbox.ErrInvalid, "config_invalid", "auth.tokens[%d]: %w", i, err)
+		}
+		tokens = append(tokens, t)
+	}
+	if secretSet && secret == "" {
+		return nil, sandbox.Errorf(sandbox.ErrInvalid, "config_invalid", "EXECBOX_TOKEN is set but empty")
+	}
+	if secret != "" {
+		tokens = append(tokens, auth.FromSecret(secret))
+	}
+	return tokens, nil
+}
+
+// isLoopback reports whether a listener's address is reachable only from
+// this host.
+func isLoopback(a net.Addr) bool {
+	t, ok := a.(*net.TCPAddr)
+	return ok && t.IP.IsLoopback()
+}
+
+// newLogger makes execbox's logger from the log section.
+func newLogger(w io.Writer, l config.LogSection) *slog.Logger {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(l.Level)); err != nil {
+		level = slog.LevelInfo
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	if l.Format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}

@@ -1,0 +1,118 @@
+package integration
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// requireNative skips unless the native backend can run here (root), and
+// fails instead when EXECBOX_REQUIRE names it.
+func requireNative(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() == 0 {
+		return
+	}
+	if strings.Contains(os.Getenv("EXECBOX_REQUIRE"), "native") {
+		t.Fatal("EXECBOX_REQUIRE=native but the tests do not run as root")
+	}
+	t.Skip("the native backend's full isolation needs root")
+}
+
+func TestMainJobOnDefaultBackend(t *testing.T) {
+	requireNative(t)
+	r := execbox(t, nil, "", "run", "--", "python3", "-c", `print("hello from a sandbox")`)
+	if r.code != 0 || r.stdout != "hello from a sandbox\n" {
+		t.Fatalf("exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	r = execbox(t, nil, "", "run", "--json", "--", "id", "-u")
+	var res struct {
+		Backend, Isolation, Stdout string
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &res); err != nil || res.Backend != "native" || res.Isolation != "process" || res.Stdout != "65534\n" {
+		t.Fatalf("result %+v (%v): %s", res, err, r.stderr)
+	}
+}
+
+func TestNativeTimeoutKillsTree(t *testing.T) {
+	requireNative(t)
+	marker := fmt.Sprint(time.Now().UnixNano()%90000000 + 10000000)
+	script := fmt.Sprintf("sleep %s & setsid sleep %s & wait", marker, marker)
+	r := execbox(t, nil, "", "run", "--timeout", "1s", "--", "sh", "-c", script)
+	if r.code != 124 || r.took > 4*time.Second {
+		t.Fatalf("exit %d after %v, want 124 after about a second; stderr %q", r.code, r.took, r.stderr)
+	}
+	if left := alive("sleep " + marker); len(left) > 0 {
+		t.Fatalf("still alive after the run: %v", left)
+	}
+}
+
+type fnResponse struct {
+	OK              bool            `json:"ok"`
+	Data            json.RawMessage `json:"data"`
+	Error           string          `json:"error"`
+	Code            string          `json:"code"`
+	Type            string          `json:"type"`
+	Stdout          string          `json:"stdout"`
+	StdoutTruncated bool            `json:"stdout_truncated"`
+	Backend         string          `json:"backend"`
+}
+
+func fn(t *testing.T, request string) fnResponse {
+	t.Helper()
+	r := execbox(t, nil, request, "fn")
+	var resp fnResponse
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &resp) != nil {
+		t.Fatalf("execbox fn: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	return resp
+}
+
+func TestFnSeedExampleOnNative(t *testing.T) {
+	requireNative(t)
+	resp := fn(t, `{"code": "def main(a, b):\n    return a + b", "params": {"a": 2, "b": 40}}`)
+	if !resp.OK || string(resp.Data) != "42" || resp.Backend != "native" {
+		t.Fatalf("response %+v", resp)
+	}
+	resp = fn(t, `{"code": "def main():\n    print('x' * 102400)\n    return 1"}`)
+	if !resp.OK || string(resp.Data) != "1" || len(resp.Stdout) != 8192 || !resp.StdoutTruncated {
+		t.Fatalf("100 KiB print: ok=%v data=%s stdout=%d truncated=%v", resp.OK, resp.Data, len(resp.Stdout), resp.StdoutTruncated)
+	}
+	resp = fn(t, `{"code": "def main():\n    return 1/0"}`)
+	if resp.OK || resp.Error != "division by zero" || resp.Type != "ZeroDivisionError" || resp.Code != "user_error" {
+		t.Fatalf("1/0: %+v", resp)
+	}
+	resp = fn(t, `{"code": "function main(a, b) { return a * b }", "params": {"a": 6, "b": 7}, "language": "javascript"}`)
+	if !resp.OK || string(resp.Data) != "42" {
+		t.Fatalf("javascript: %+v", resp)
+	}
+}
+
+func TestFnCodeFileAndLint(t *testing.T) {
+	requireNative(t)
+	dir := t.TempDir()
+	good := filepath.Join(dir, "f.py")
+	writeFile(t, good, "def main(a, b):\n    return a + b\n")
+	r := execbox(t, nil, "", "fn", "--code-file", good, "--params", `{"a":2,"b":40}`)
+	if r.code != 0 || !strings.HasPrefix(r.stdout, `{"ok":true,"data":42`) {
+		t.Fatalf("exit %d: %s %s", r.code, r.stdout, r.stderr)
+	}
+	bad := filepath.Join(dir, "bad.py")
+	marker := filepath.Join(dir, "ran")
+	writeFile(t, bad, "open("+fmt.Sprintf("%q", marker)+", 'w')\ndef f(:\n")
+	r = execbox(t, nil, "", "lint", bad)
+	if r.code != 1 || !strings.Contains(r.stdout, bad+":2:6: error:") {
+		t.Fatalf("lint: exit %d, %q %q", r.code, r.stdout, r.stderr)
+	}
+	r = execbox(t, nil, "", "lint", good)
+	if r.code != 0 || r.stdout != "" {
+		t.Fatalf("lint of valid code: exit %d, %q", r.code, r.stdout)
+	}
+	if _, err := os.Stat(marker); !os.IsNotExist(err) {
+		t.Fatal("lint ran the code")
+	}
+}

@@ -1,0 +1,22 @@
+// Package audit is execbox's audit log: one row per execution (a run, a
+// function call, a lint, a tool call), refused ones included, in an
+// embedded SQLite database (modernc.org/sqlite, no cgo).
+//
+// A row holds who asked (the token's name), what kind of execution, where
+// it ran (backend, isolation), its limits, how it ended (reason, exit code,
+// duration, usage), the SHA-256 of the code — the code itself only when
+// Options.StoreCode is set — and the stable error code of a failure.
+//
+// Invariants:
+//   - Record returns only after the row is committed, so a caller that has
+//     its answer can find its row.
+//   - The database file and its directory are created private (0600, 0700).
+//   - Retention: Prune deletes rows older than Options.MaxAge and the
+//     oldest rows beyond Options.MaxRows; a Store prunes when it opens and
+//     then every PruneInterval.
+//   - Code is never stored unless StoreCode is set; its hash always is.
+//
+// Concurrency: a Store is safe for concurrent use; writes are serialised
+// on one connection. Another process may read the database while a Store
+// writes (WAL mode), e.g. `execbox audit`.
+package audit

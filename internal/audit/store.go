@@ -1,0 +1,326 @@
+package audit
+
+import (
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	_ "modernc.org/sqlite" // the "sqlite" database/sql driver
+
+	v1 "github.com/execbox/execbox/api/v1"
+	"github.com/execbox/execbox/sandbox"
+)
+
+// Options configure a Store.
+type Options struct {
+	// StoreCode keeps the code itself, not only its hash.
+	StoreCode bool
+	// MaxAge deletes rows older than this; 0 keeps them.
+	MaxAge time.Duration
+	// MaxRows keeps at most this many rows, deleting the oldest; 0: no bound.
+	MaxRows int
+	// PruneInterval is how often retention runs (default 1 minute).
+	PruneInterval time.Duration
+	// ReadOnly opens an existing database for queries only.
+	ReadOnly bool
+	Logger   *slog.Logger
+}
+
+// Store is an open audit log.
+type Store struct {
+	db   *sql.DB
+	opts Options
+
+	stop chan struct{}
+	wg   sync.WaitGroup
+	once sync.Once
+}
+
+const schema = `
+CREATE TABLE IF NOT EXISTS executions (
+	seq         INTEGER PRIMARY KEY AUTOINCREMENT,
+	id          TEXT NOT NULL UNIQUE,
+	time_ns     INTEGER NOT NULL,
+	request_id  TEXT NOT NULL DEFAULT '',
+	token       TEXT NOT NULL,
+	kind        TEXT NOT NULL,
+	backend     TEXT NOT NULL DEFAULT '',
+	isolation   TEXT NOT NULL DEFAULT '',
+	limits      TEXT,
+	reason      TEXT NOT NULL DEFAULT '',
+	exit_code   INTEGER,
+	duration_ns INTEGER NOT NULL DEFAULT 0,
+	usage       TEXT,
+	code_sha256 TEXT NOT NULL DEFAULT '',
+	code        TEXT,
+	error_code  TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX IF NOT EXISTS executions_time ON executions(time_ns);
+CREATE INDEX IF NOT EXISTS executions_token ON executions(token, time_ns);
+`
+
+// Open opens (creating if needed) the audit log at path.
+func Open(path string, o Options) (*Store, error) {
+	if path == "" {
+		return nil, sandbox.Errorf(sandbox.ErrInvalid, "audit_path", "audit log: no path")
+	}
+	if o.PruneInterval <= 0 {
+		o.PruneInterval = time.Minute
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.MaxAge < 0 || o.MaxRows < 0 {
+		return nil, sandbox.Errorf(sandbox.ErrInvalid, "audit_retention", "audit log: max_age and max_rows must not be negative")
+	}
+	mode := "rwc"
+	if o.ReadOnly {
+		mode = "ro"
+		if _, err := os.Stat(path); err != nil {
+			return nil, sandbox.Errorf(sandbox.ErrNotFound, "audit_not_found", "opening audit log: %w", err)
+		}
+	} else {
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+			return nil, fmt.Errorf("creating audit log dir: %w", err)
+		}
+		// Create the file private before SQLite does with its 0644.
+		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+		if err != nil {
+			return nil, fmt.Errorf("creating audit log: %w", err)
+		}
+		f.Close()
+	}
+	q := url.Values{}
+	q.Add("mode", mode)
+	q.Add("_pragma", "busy_timeout(5000)")
+	if !o.ReadOnly {
+		q.Add("_pragma", "journal_mode(WAL)")
+		q.Add("_pragma", "synchronous(NORMAL)")
+	}
+	q.Add("_txlock", "immediate")
+	db, err := sql.Open("sqlite", "file:"+(&url.URL{Path: path}).EscapedPath()+"?"+q.Encode())
+	if err != nil {
+		return nil, fmt.Errorf("opening audit log: %w", err)
+	}
+	// One connection: SQLite has one writer anyway, and this keeps the
+	// pragmas and the WAL on a single handle.
+	db.SetMaxOpenConns(1)
+	s := &Store{db: db, opts: o, stop: make(chan struct{})}
+	if !o.ReadOnly {
+		if _, err := db.Exec(schema); err != nil {
+			db.Close()
+			return nil, fmt.Errorf("creating audit schema in %s: %w", path, err)
+		}
+		if _, err := s.Prune(context.Background(), time.Now()); err != nil {
+			db.Close()
+			return nil, err
+		}
+		s.wg.Go(s.pruneLoop)
+	} else if err := db.Ping(); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("opening audit log %s: %w", path, err)
+	}
+	return s, nil
+}
+
+func (s *Store) pruneLoop() {
+	t := time.NewTicker(s.opts.PruneInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case now := <-t.C:
+			if n, err := s.Prune(context.Background(), now); err != nil {
+				s.opts.Logger.Error("pruning the audit log", "err", err)
+			} else if n > 0 {
+				s.opts.Logger.Debug("pruned the audit log", "rows", n)
+			}
+		}
+	}
+}
+
+// Close stops retention and closes the database. Safe to call twice.
+func (s *Store) Close() error {
+	var err error
+	s.once.Do(func() {
+		close(s.stop)
+		s.wg.Wait()
+		err = s.db.Close()
+	})
+	return err
+}
+
+// Hash returns the hex SHA-256 of code.
+func Hash(code string) string {
+	h := sha256.Sum256([]byte(code))
+	return hex.EncodeToString(h[:])
+}
+
+// Entry is what a caller records: the record plus the code, which the
+// Store hashes and keeps only if configured.
+type Entry struct {
+	v1.AuditRecord
+	// Code is the code that was (or would have been) run.
+	Code string
+}
+
+// Record commits one row. A zero ID gets a new one, a zero Time now.
+// It returns the stored record.
+func (s *Store) Record(ctx context.Context, e Entry) (v1.AuditRecord, error) {
+	r := e.AuditRecord
+	if r.ID == "" {
+		r.ID = sandbox.NewID()
+	}
+	if r.Time.IsZero() {
+		r.Time = time.Now()
+	}
+	if r.Token == "" {
+		r.Token = "anonymous"
+	}
+	if e.Code != "" {
+		r.CodeSHA256 = Hash(e.Code)
+		if s.opts.StoreCode {
+			r.Code = e.Code
+		}
+	}
+	var limits, usage, code any
+	if r.Limits != nil {
+		b, _ := json.Marshal(r.Limits)
+		limits = string(b)
+	}
+	if r.Usage != nil {
+		b, _ := json.Marshal(r.Usage)
+		usage = string(b)
+	}
+	if r.Code != "" {
+		code = r.Code
+	}
+	var exit any
+	if r.ExitCode != nil {
+		exit = *r.ExitCode
+	}
+	_, err := s.db.ExecContext(context.WithoutCancel(ctx), `INSERT INTO executions
+		(id, time_ns, request_id, token, kind, backend, isolation, limits, reason, exit_code, duration_ns, usage, code_sha256, code, error_code)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		r.ID, r.Time.UnixNano(), r.RequestID, r.Token, r.Kind, r.Backend, r.Isolation, limits, r.Reason, exit,
+		int64(r.Duration), usage, r.CodeSHA256, code, r.ErrorCode)
+	if err != nil {
+		return r, sandbox.Errorf(sandbox.ErrInternal, "audit_failed", "writing the audit log: %w", err)
+	}
+	return r, nil
+}
+
+// Query returns the records matching q, newest first, and how many match
+// in all.
+func (s *Store) Query(ctx context.Context, q v1.AuditQuery) ([]v1.AuditRecord, int, error) {
+	var where []string
+	var args []any
+	add := func(cond string, v any) {
+		where = append(where, cond)
+		args = append(args, v)
+	}
+	if q.Token != "" {
+		add("token = ?", q.Token)
+	}
+	if q.Kind != "" {
+		add("kind = ?", q.Kind)
+	}
+	if q.ErrorCode != "" {
+		add("error_code = ?", q.ErrorCode)
+	}
+	if !q.Since.IsZero() {
+		add("time_ns >= ?", q.Since.UnixNano())
+	}
+	if !q.Until.IsZero() {
+		add("time_ns < ?", q.Until.UnixNano())
+	}
+	cond := ""
+	if len(where) > 0 {
+		cond = " WHERE " + strings.Join(where, " AND ")
+	}
+	limit := q.Limit
+	if limit <= 0 {
+		limit = v1.DefaultAuditLimit
+	}
+	limit = min(limit, v1.MaxAuditLimit)
+
+	var total int
+	if err := s.db.QueryRowContext(ctx, "SELECT count(*) FROM executions"+cond, args...).Scan(&total); err != nil {
+		return nil, 0, fmt.Errorf("counting audit records: %w", err)
+	}
+	rows, err := s.db.QueryContext(ctx, `SELECT id, time_ns, request_id, token, kind, backend, isolation, limits, reason,
+		exit_code, duration_ns, usage, code_sha256, code, error_code FROM executions`+cond+
+		" ORDER BY time_ns DESC, seq DESC LIMIT ?", append(args, limit)...)
+	if err != nil {
+		return nil, 0, fmt.Errorf("querying audit records: %w", err)
+	}
+	defer rows.Close()
+	out := []v1.AuditRecord{}
+	for rows.Next() {
+		var r v1.AuditRecord
+		var t, dur int64
+		var limits, usage, code sql.NullString
+		var exit sql.NullInt64
+		if err := rows.Scan(&r.ID, &t, &r.RequestID, &r.Token, &r.Kind, &r.Backend, &r.Isolation, &limits, &r.Reason,
+			&exit, &dur, &usage, &r.CodeSHA256, &code, &r.ErrorCode); err != nil {
+			return nil, 0, fmt.Errorf("reading audit records: %w", err)
+		}
+		r.Time, r.Duration, r.Code = time.Unix(0, t), time.Duration(dur), code.String
+		if exit.Valid {
+			n := int(exit.Int64)
+			r.ExitCode = &n
+		}
+		if limits.Valid {
+			r.Limits = &sandbox.Limits{}
+			if err := json.Unmarshal([]byte(limits.String), r.Limits); err != nil {
+				return nil, 0, fmt.Errorf("reading audit record %s: limits: %w", r.ID, err)
+			}
+		}
+		if usage.Valid {
+			r.Usage = &sandbox.Usage{}
+			if err := json.Unmarshal([]byte(usage.String), r.Usage); err != nil {
+				return nil, 0, fmt.Errorf("reading audit record %s: usage: %w", r.ID, err)
+			}
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, 0, fmt.Errorf("reading audit records: %w", err)
+	}
+	return out, total, nil
+}
+
+// Prune applies retention as of now and returns how many rows it deleted.
+func (s *Store) Prune(ctx context.Context, now time.Time) (int64, error) {
+	var n int64
+	if s.opts.MaxAge > 0 {
+		res, err := s.db.ExecContext(ctx, "DELETE FROM executions WHERE time_ns < ?", now.Add(-s.opts.MaxAge).UnixNano())
+		if err != nil {
+			return n, fmt.Errorf("pruning the audit log by age: %w", err)
+		}
+		d, _ := res.RowsAffected()
+		n += d
+	}
+	if s.opts.MaxRows > 0 {
+		// seq grows with insertion; keep the newest MaxRows.
+		res, err := s.db.ExecContext(ctx, `DELETE FROM executions WHERE seq <= (
+			SELECT seq FROM executions ORDER BY seq DESC LIMIT 1 OFFSET ?)`, s.opts.MaxRows)
+		if err != nil {
+			return n, fmt.Errorf("pruning the audit log by size: %w", err)
+		}
+		d, _ := res.RowsAffected()
+		n += d
+	}
+	return n, nil
+}

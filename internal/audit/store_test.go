@@ -1,0 +1,250 @@
+package audit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	v1 "github.com/execbox/execbox/api/v1"
+	"github.com/execbox/execbox/sandbox"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func open(t *testing.T, o Options) (*Store, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "sub", "audit.db")
+	s, err := Open(path, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s, path
+}
+
+func entry(token, kind string, at time.Time, code string) Entry {
+	return Entry{AuditRecord: v1.AuditRecord{Token: token, Kind: kind, Time: at}, Code: code}
+}
+
+func TestRecordAndQuery(t *testing.T) {
+	ctx := context.Background()
+	s, path := open(t, Options{})
+	exit := 3
+	at := time.Unix(1_800_000_000, 123)
+	lim := sandbox.Defaults
+	rec, err := s.Record(ctx, Entry{AuditRecord: v1.AuditRecord{
+		ID: "run1", Time: at, RequestID: "req1", Token: "ci", Kind: v1.KindRun, Backend: "native", Isolation: "process",
+		Limits: &lim, Reason: "exited", ExitCode: &exit, Duration: 1500 * time.Millisecond,
+		Usage: &sandbox.Usage{Wall: time.Second, CPU: 2 * time.Millisecond, PeakMemory: 1 << 20},
+	}, Code: "print(1)"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.CodeSHA256 != Hash("print(1)") || rec.Code != "" {
+		t.Fatalf("without store_code: %+v", rec)
+	}
+	s.Record(ctx, entry("", v1.KindFunction, at.Add(time.Second), "def main(): pass"))
+	recs, total, err := s.Query(ctx, v1.AuditQuery{})
+	if err != nil || total != 2 || len(recs) != 2 {
+		t.Fatalf("%d %v %v", total, recs, err)
+	}
+	if recs[0].Token != "anonymous" || recs[0].Kind != v1.KindFunction || recs[0].ID == "" || recs[0].ExitCode != nil || recs[0].Limits != nil {
+		t.Errorf("newest first, anonymous by default: %+v", recs[0])
+	}
+	got := recs[1]
+	if got.ID != "run1" || !got.Time.Equal(at) || got.RequestID != "req1" || got.Backend != "native" || got.Isolation != "process" ||
+		*got.Limits != lim || got.Reason != "exited" || *got.ExitCode != 3 || got.Duration != 1500*time.Millisecond ||
+		got.Usage.PeakMemory != 1<<20 || got.CodeSHA256 != Hash("print(1)") || got.Code != "" {
+		t.Fatalf("round trip: %+v", got)
+	}
+	// The file is private.
+	for p, want := range map[string]os.FileMode{path: 0o600, filepath.Dir(path): 0o700} {
+		st, err := os.Stat(p)
+		if err != nil || st.Mode().Perm() != want {
+			t.Errorf("%s: mode %v, want %v (%v)", p, st.Mode().Perm(), want, err)
+		}
+	}
+	// A duplicate id is an error, not a silent overwrite.
+	if _, err := s.Record(ctx, Entry{AuditRecord: v1.AuditRecord{ID: "run1", Kind: v1.KindRun}}); !errors.Is(err, sandbox.ErrInternal) {
+		t.Errorf("duplicate id: %v", err)
+	}
+}
+
+func TestStoreCode(t *testing.T) {
+	s, _ := open(t, Options{StoreCode: true})
+	rec, err := s.Record(context.Background(), entry("ci", v1.KindRun, time.Time{}, "secret()"))
+	if err != nil || rec.Code != "secret()" || rec.Time.IsZero() {
+		t.Fatalf("%+v %v", rec, err)
+	}
+	recs, _, _ := s.Query(context.Background(), v1.AuditQuery{})
+	if recs[0].Code != "secret()" {
+		t.Fatalf("%+v", recs[0])
+	}
+}
+
+func TestFilters(t *testing.T) {
+	ctx := context.Background()
+	s, _ := open(t, Options{})
+	t0 := time.Unix(1_800_000_000, 0)
+	for i := range 10 {
+		e := entry([]string{"a", "b"}[i%2], []string{v1.KindRun, v1.KindFunction, v1.KindLint}[i%3], t0.Add(time.Duration(i)*time.Minute), "")
+		if i == 7 {
+			e.ErrorCode = "busy"
+		}
+		if _, err := s.Record(ctx, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		q           v1.AuditQuery
+		total, rows int
+	}{
+		{v1.AuditQuery{}, 10, 10},
+		{v1.AuditQuery{Token: "a"}, 5, 5},
+		{v1.AuditQuery{Kind: v1.KindRun}, 4, 4},
+		{v1.AuditQuery{Token: "b", Kind: v1.KindFunction}, 2, 2},
+		{v1.AuditQuery{ErrorCode: "busy"}, 1, 1},
+		{v1.AuditQuery{Since: t0.Add(5 * time.Minute)}, 5, 5},
+		{v1.AuditQuery{Until: t0.Add(5 * time.Minute)}, 5, 5},
+		{v1.AuditQuery{Since: t0.Add(2 * time.Minute), Until: t0.Add(4 * time.Minute)}, 2, 2},
+		{v1.AuditQuery{Limit: 3}, 10, 3},
+		{v1.AuditQuery{Token: "nobody"}, 0, 0},
+	} {
+		recs, total, err := s.Query(ctx, tc.q)
+		if err != nil || total != tc.total || len(recs) != tc.rows {
+			t.Errorf("%+v: total %d rows %d (%v), want %d and %d", tc.q, total, len(recs), err, tc.total, tc.rows)
+		}
+		for i := 1; i < len(recs); i++ {
+			if recs[i].Time.After(recs[i-1].Time) {
+				t.Errorf("%+v: not newest first", tc.q)
+			}
+		}
+	}
+}
+
+func TestPrune(t *testing.T) {
+	ctx := context.Background()
+	now := time.Unix(1_800_000_000, 0)
+	s, path := open(t, Options{MaxAge: time.Hour, MaxRows: 3})
+	for _, age := range []time.Duration{2 * time.Hour, time.Hour + time.Nanosecond, time.Hour, 30 * time.Minute, 20 * time.Minute, 10 * time.Minute, 0} {
+		if _, err := s.Record(ctx, entry("t", v1.KindRun, now.Add(-age), fmt.Sprint(age))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n, err := s.Prune(ctx, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// By age: the two older than an hour go (exactly an hour stays); by
+	// size: of the five left, the two oldest go.
+	recs, total, _ := s.Query(ctx, v1.AuditQuery{})
+	if n != 4 || total != 3 || recs[2].CodeSHA256 != Hash(fmt.Sprint(20*time.Minute)) {
+		t.Fatalf("pruned %d, %d left: %+v", n, total, recs)
+	}
+	if n, _ := s.Prune(ctx, now); n != 0 {
+		t.Fatalf("second prune deleted %d", n)
+	}
+	s.Close()
+
+	// Opening prunes, by the wall clock; zero bounds keep everything.
+	s2, err := Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, at := range []time.Time{time.Now().Add(-2 * time.Hour), time.Now()} {
+		s2.Record(ctx, entry("t", v1.KindRun, at, ""))
+	}
+	if n, _ := s2.Prune(ctx, time.Now()); n != 0 {
+		t.Fatalf("zero bounds pruned %d", n)
+	}
+	s2.Close()
+	s3, err := Open(path, Options{MaxAge: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s3.Close()
+	if _, total, _ := s3.Query(ctx, v1.AuditQuery{Since: now.Add(-time.Hour)}); total != 3 {
+		t.Fatalf("%d rows from the first store, want 3", total)
+	}
+	if _, total, _ := s3.Query(ctx, v1.AuditQuery{Until: now.Add(-time.Hour)}); total != 1 {
+		t.Fatalf("open did not prune: %d recent rows, want 1", total)
+	}
+}
+
+func TestPruneLoop(t *testing.T) {
+	s, _ := open(t, Options{MaxAge: time.Millisecond, PruneInterval: 10 * time.Millisecond})
+	if _, err := s.Record(context.Background(), entry("t", v1.KindRun, time.Now().Add(-time.Second), "")); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, total, _ := s.Query(context.Background(), v1.AuditQuery{}); total == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the prune loop never pruned")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestConcurrentWritersAndAReader(t *testing.T) {
+	ctx := context.Background()
+	s, path := open(t, Options{})
+	ro, err := Open(path, Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Go(func() {
+			for i := range 50 {
+				if _, err := s.Record(ctx, entry(fmt.Sprint("w", w), v1.KindFunction, time.Time{}, fmt.Sprint(i))); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Go(func() {
+		for range 20 {
+			if _, _, err := ro.Query(ctx, v1.AuditQuery{}); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	})
+	wg.Wait()
+	_, total, err := ro.Query(ctx, v1.AuditQuery{})
+	if err != nil || total != 400 {
+		t.Fatalf("%d rows (%v), want 400", total, err)
+	}
+	if _, err := ro.Record(ctx, entry("x", v1.KindRun, time.Time{}, "")); err == nil {
+		t.Fatal("a read-only store wrote")
+	}
+}
+
+func TestOpenErrors(t *testing.T) {
+	if _, err := Open("", Options{}); !errors.Is(err, sandbox.ErrInvalid) {
+		t.Errorf("no path: %v", err)
+	}
+	if _, err := Open(filepath.Join(t.TempDir(), "missing.db"), Options{ReadOnly: true}); !errors.Is(err, sandbox.ErrNotFound) {
+		t.Errorf("read-only, missing: %v", err)
+	}
+	if _, err := Open(filepath.Join(t.TempDir(), "a.db"), Options{MaxRows: -1}); !errors.Is(err, sandbox.ErrInvalid) {
+		t.Errorf("negative max_rows: %v", err)
+	}
+	notDB := filepath.Join(t.TempDir(), "junk.db")
+	os.WriteFile(notDB, []byte("this is not a database, it is long enough to have a header......................................................."), 0o600)
+	if _, err := Open(notDB, Options{}); err == nil {
+		t.Errorf("a file that is not a database opened")
+	}
+}

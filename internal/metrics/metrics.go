@@ -1,0 +1,89 @@
+package metrics
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Metrics are the server's metrics.
+type Metrics struct {
+	reg         *prometheus.Registry
+	executions  *prometheus.CounterVec
+	duration    *prometheus.HistogramVec
+	inFlight    *prometheus.GaugeVec
+	busy        *prometheus.CounterVec
+	requests    *prometheus.CounterVec
+	auditErrors prometheus.Counter
+}
+
+// New returns a Metrics on a fresh registry.
+func New() *Metrics {
+	m := &Metrics{
+		reg: prometheus.NewRegistry(),
+		executions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "execbox_executions_total",
+			Help: "Executions that ended, by kind, backend and reason (a run's sandbox reason; for functions ok or the error code).",
+		}, []string{"kind", "backend", "reason"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "execbox_execution_duration_seconds",
+			Help:    "Duration of executions, sandbox set-up included.",
+			Buckets: []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60},
+		}, []string{"kind"}),
+		inFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "execbox_executions_in_flight",
+			Help: "Executions running now.",
+		}, []string{"kind"}),
+		busy: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "execbox_busy_rejections_total",
+			Help: "Executions refused because a limit was reached (HTTP 429), by kind and code.",
+		}, []string{"kind", "code"}),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "execbox_http_requests_total",
+			Help: "HTTP requests answered, by route and status code.",
+		}, []string{"route", "code"}),
+		auditErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "execbox_audit_errors_total",
+			Help: "Audit records that could not be written.",
+		}),
+	}
+	m.reg.MustRegister(m.executions, m.duration, m.inFlight, m.busy, m.requests, m.auditErrors,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// Handler serves the metrics in the Prometheus text format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+}
+
+// Start counts one execution of kind in flight until done is called.
+func (m *Metrics) Start(kind string) (done func()) {
+	g := m.inFlight.WithLabelValues(kind)
+	g.Inc()
+	return g.Dec
+}
+
+// Executed records an execution that ended.
+func (m *Metrics) Executed(kind, backend, reason string, d time.Duration) {
+	if backend == "" {
+		backend = "none"
+	}
+	m.executions.WithLabelValues(kind, backend, reason).Inc()
+	m.duration.WithLabelValues(kind).Observe(d.Seconds())
+}
+
+// Busy records a refusal of kind with code.
+func (m *Metrics) Busy(kind, code string) { m.busy.WithLabelValues(kind, code).Inc() }
+
+// Request records an HTTP answer; route is the matched pattern.
+func (m *Metrics) Request(route string, status int) {
+	m.requests.WithLabelValues(route, strconv.Itoa(status)).Inc()
+}
+
+// AuditError records an audit row that could not be written.
+func (m *Metrics) AuditError() { m.auditErrors.Inc() }

@@ -1,0 +1,134 @@
+package server
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"time"
+
+	v1 "github.com/execbox/execbox/api/v1"
+	"github.com/execbox/execbox/function"
+	"github.com/execbox/execbox/internal/audit"
+	"github.com/execbox/execbox/sandbox"
+)
+
+// execution follows one execution request from admission to its answer,
+// and leaves its audit row, metrics and log attributes at the end.
+type execution struct {
+	s       *Server
+	r       *http.Request
+	info    *info
+	start   time.Time
+	entry   audit.Entry
+	release []func()
+	ended   bool
+}
+
+func (s *Server) begin(r *http.Request, kind string) *execution {
+	in := infoOf(r.Context())
+	x := &execution{s: s, r: r, info: in, start: time.Now()}
+	x.entry.ID = sandbox.NewID()
+	x.entry.Kind = kind
+	x.entry.RequestID = in.id
+	if in.identity != nil {
+		x.entry.Token = in.identity.Name
+	}
+	return x
+}
+
+// admit takes the token's limits (rate and in-flight executions). A
+// refusal is answered here; admit then returns false.
+func (x *execution) admit(w http.ResponseWriter) bool {
+	if id := x.info.identity; id != nil {
+		release, err := id.Admit()
+		if err != nil {
+			x.fail(w, err)
+			return false
+		}
+		x.release = append(x.release, release)
+	}
+	return true
+}
+
+// takeSlot takes one of slots (nil: no slot needed) and counts the
+// execution in flight. A refusal is answered here.
+func (x *execution) takeSlot(w http.ResponseWriter, slots chan struct{}) bool {
+	if slots != nil {
+		select {
+		case slots <- struct{}{}:
+			x.release = append(x.release, func() { <-slots })
+		default:
+			x.fail(w, sandbox.Errorf(sandbox.ErrBusy, v1.CodeBusy, "every run slot is taken (server.max_runs %d); try again later", cap(slots)))
+			return false
+		}
+	}
+	x.release = append(x.release, x.s.metrics.Start(x.entry.Kind))
+	return true
+}
+
+// fail answers err as a problem and records it.
+func (x *execution) fail(w http.ResponseWriter, err error) {
+	p := problemOf(x.r, err)
+	x.entry.ErrorCode = p.Code
+	if p.Status == http.StatusTooManyRequests {
+		x.s.metrics.Busy(x.entry.Kind, p.Code)
+	}
+	x.end()
+	writeProblem(w, x.r, p)
+}
+
+// ran records a run's result.
+func (x *execution) ran(res *sandbox.Result) {
+	x.entry.Backend, x.entry.Isolation = res.Backend, res.Isolation.String()
+	x.entry.Reason = string(res.Reason)
+	code, usage := res.ExitCode, res.Usage
+	x.entry.ExitCode, x.entry.Usage = &code, &usage
+}
+
+// answered records a function response.
+func (x *execution) answered(resp *function.Response) {
+	x.entry.Backend, x.entry.Isolation = resp.Backend, resp.Isolation
+	if resp.OK {
+		x.entry.Reason = "ok"
+		return
+	}
+	x.entry.Reason, x.entry.ErrorCode = resp.Code, resp.Code
+}
+
+// end records the execution: the audit row, the metrics and the
+// request's log attributes. Handlers call it before they write the answer,
+// so a caller that has its answer finds its row; later calls do nothing.
+func (x *execution) end() {
+	if x.ended {
+		return
+	}
+	x.ended = true
+	for i := len(x.release) - 1; i >= 0; i-- {
+		x.release[i]()
+	}
+	e := &x.entry
+	e.Time = x.start
+	e.Duration = time.Since(x.start)
+	reason := e.Reason
+	if reason == "" {
+		reason = e.ErrorCode
+	}
+	x.s.metrics.Executed(e.Kind, e.Backend, reason, e.Duration)
+	x.info.attrs = append(x.info.attrs, slog.String("kind", e.Kind), slog.String("run_id", e.ID))
+	if e.Backend != "" {
+		x.info.attrs = append(x.info.attrs, slog.String("backend", e.Backend))
+	}
+	if reason != "" {
+		x.info.attrs = append(x.info.attrs, slog.String("reason", reason))
+	}
+	if e.ErrorCode != "" {
+		x.info.attrs = append(x.info.attrs, slog.String("error_code", e.ErrorCode))
+	}
+	if x.s.opts.Audit == nil {
+		return
+	}
+	if _, err := x.s.opts.Audit.Record(context.WithoutCancel(x.r.Context()), *e); err != nil {
+		x.s.metrics.AuditError()
+		x.s.log.Error("writing the audit log", "request_id", e.RequestID, "run_id", e.ID, "err", err)
+	}
+}

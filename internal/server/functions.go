@@ -1,0 +1,61 @@
+package server
+
+import (
+	"net/http"
+	"time"
+
+	v1 "github.com/execbox/execbox/api/v1"
+	"github.com/execbox/execbox/function"
+	"github.com/execbox/execbox/sandbox"
+)
+
+// handleFunction is POST /v1/functions:execute and /v1/functions:lint. A
+// call whose code ran and failed by itself (v1.Ran) is answered 200
+// with ok false; any other failure is a problem with the code's status.
+func (s *Server) handleFunction(kind string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		x := s.begin(r, kind)
+		defer x.end()
+		// The executor has its own gate (functions.concurrency); the
+		// token's limits apply here.
+		if !x.admit(w) {
+			return
+		}
+		if err := checkJSON(r); err != nil {
+			x.fail(w, err)
+			return
+		}
+		// The protocol's own bound: over 128 KiB is input_too_large (413).
+		body, err := s.readBody(w, r, function.MaxInput+1)
+		if err != nil {
+			x.fail(w, err)
+			return
+		}
+		req, err := function.DecodeRequest(body)
+		if err != nil {
+			x.fail(w, err)
+			return
+		}
+		x.takeSlot(w, nil)
+		x.entry.Code = req.Code
+		timeout := time.Duration(req.Timeout)
+		if timeout == 0 {
+			timeout = s.opts.FunctionTimeout
+		}
+		x.entry.Limits = &sandbox.Limits{Wall: timeout}
+		if kind == v1.KindLint {
+			req.Mode = function.ModeLint
+		} else if req.Mode == function.ModeLint {
+			x.entry.Kind = v1.KindLint
+		}
+		resp := s.opts.Functions.Execute(r.Context(), req)
+		x.answered(resp)
+		if resp.OK || v1.Ran(resp.Code) {
+			x.end()
+			writeJSON(w, http.StatusOK, resp)
+			return
+		}
+		x.entry.Reason = "" // nothing ran to its end: a refusal or a failure around the code
+		x.fail(w, resp.Err())
+	}
+}

@@ -1,0 +1,160 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/execbox/execbox/engine"
+	"github.com/execbox/execbox/function"
+	"github.com/execbox/execbox/internal/audit"
+	"github.com/execbox/execbox/internal/auth"
+	"github.com/execbox/execbox/internal/metrics"
+	"github.com/execbox/execbox/sandbox"
+)
+
+// Options configure a Server.
+type Options struct {
+	// Engine runs commands; required.
+	Engine *engine.Engine
+	// Functions runs function calls and lints; required.
+	Functions *function.Executor
+	// Policy is the configured policy every run gets; requests cannot relax it.
+	Policy sandbox.Policy
+	// Auth checks bearer tokens; nil means no tokens (everyone anonymous).
+	Auth *auth.Authenticator
+	// Audit records every execution; nil means no audit log.
+	Audit *audit.Store
+	// Metrics; nil makes new ones.
+	Metrics *metrics.Metrics
+	Logger  *slog.Logger
+	// MaxBody bounds a run request's body (default 1 MiB).
+	MaxBody int64
+	// BodyTimeout bounds reading a request body (default 30 s); slower is
+	// answered 408.
+	BodyTimeout time.Duration
+	// MaxRuns bounds runs at once (default: number of CPUs).
+	MaxRuns int
+	// FunctionTimeout is the executor's default timeout, for the audit
+	// log's limits (default 15 s).
+	FunctionTimeout time.Duration
+	// DrainDelay and ShutdownTimeout shape a graceful shutdown (see Serve);
+	// ShutdownTimeout defaults to 30 s.
+	DrainDelay      time.Duration
+	ShutdownTimeout time.Duration
+}
+
+// Server is the HTTP API.
+type Server struct {
+	opts     Options
+	log      *slog.Logger
+	metrics  *metrics.Metrics
+	auth     *auth.Authenticator
+	runSlots chan struct{}
+	handler  http.Handler
+	routes   []route
+
+	draining atomic.Bool
+	handlers sync.WaitGroup // requests being handled
+}
+
+// New checks o and returns a Server.
+func New(o Options) (*Server, error) {
+	if o.Engine == nil || o.Functions == nil {
+		return nil, errors.New("server: an engine and a function executor are required")
+	}
+	if o.MaxBody <= 0 {
+		o.MaxBody = sandbox.MiB
+	}
+	if o.MaxRuns <= 0 {
+		o.MaxRuns = runtime.NumCPU()
+	}
+	if o.BodyTimeout <= 0 {
+		o.BodyTimeout = 30 * time.Second
+	}
+	if o.FunctionTimeout <= 0 {
+		o.FunctionTimeout = function.DefaultTimeout
+	}
+	if o.ShutdownTimeout <= 0 {
+		o.ShutdownTimeout = 30 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Metrics == nil {
+		o.Metrics = metrics.New()
+	}
+	if o.Auth == nil {
+		a, err := auth.New(nil, auth.Limits{})
+		if err != nil {
+			return nil, err
+		}
+		o.Auth = a
+	}
+	s := &Server{opts: o, log: o.Logger, metrics: o.Metrics, auth: o.Auth, runSlots: make(chan struct{}, o.MaxRuns)}
+	s.routes = s.routeTable()
+	s.handler = s.mux()
+	return s, nil
+}
+
+// Handler is the API's handler, for embedding and tests.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// Draining reports whether a shutdown has begun (/readyz is false).
+func (s *Server) Draining() bool { return s.draining.Load() }
+
+// Serve answers requests on ln until ctx ends, then shuts down gracefully
+// (see the package doc) and returns nil; or returns the error that stopped
+// the listener. It closes ln.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	// Requests live on base, not ctx: ctx ending starts the drain, while
+	// base ends only when in-flight requests must be cancelled.
+	base, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	hs := &http.Server{
+		Handler:           s.handler,
+		BaseContext:       func(net.Listener) context.Context { return base },
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serving: %w", err)
+	case <-ctx.Done():
+	}
+
+	s.draining.Store(true)
+	s.log.Info("draining", "drain_delay", s.opts.DrainDelay, "shutdown_timeout", s.opts.ShutdownTimeout)
+	if s.opts.DrainDelay > 0 {
+		time.Sleep(s.opts.DrainDelay)
+	}
+	sctx, scancel := context.WithTimeout(context.Background(), s.opts.ShutdownTimeout)
+	defer scancel()
+	if err := hs.Shutdown(sctx); err != nil {
+		s.log.Warn("shutdown timeout passed; cancelling in-flight requests", "err", err)
+	}
+	// Past the deadline (or not): cancel whatever still runs. The engine
+	// kills each process tree and closes each sandbox, bounded by its own
+	// cleanup timeout.
+	cancel()
+	s.handlers.Wait()
+	// The handlers have returned; let their connections flush the last
+	// answers and go idle before the hammer.
+	fctx, fcancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer fcancel()
+	hs.Shutdown(fctx)
+	hs.Close()
+	<-errc
+	s.log.Info("stopped")
+	return nil
+}
