@@ -29,12 +29,22 @@ func TestMainJobOnDefaultBackend(t *testing.T) {
 	if r.code != 0 || r.stdout != "hello from a sandbox\n" {
 		t.Fatalf("exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
 	}
+	// With no flags the run goes where auto says: native on a fresh host,
+	// a stronger backend (gvisor) where one is ready; never weaker.
+	var rep struct{ Backend string }
+	if err := json.Unmarshal([]byte(execbox(t, nil, "", "doctor", "--json").stdout), &rep); err != nil {
+		t.Fatal(err)
+	}
 	r = execbox(t, nil, "", "run", "--json", "--", "id", "-u")
 	var res struct {
 		Backend, Isolation, Stdout string
 	}
+	if err := json.Unmarshal([]byte(r.stdout), &res); err != nil || res.Backend != rep.Backend || res.Isolation == "none" || res.Stdout != "65534\n" {
+		t.Fatalf("result %+v (%v), auto picks %q: %s", res, err, rep.Backend, r.stderr)
+	}
+	r = execbox(t, nil, "", "run", "--backend", "native", "--json", "--", "id", "-u")
 	if err := json.Unmarshal([]byte(r.stdout), &res); err != nil || res.Backend != "native" || res.Isolation != "process" || res.Stdout != "65534\n" {
-		t.Fatalf("result %+v (%v): %s", res, err, r.stderr)
+		t.Fatalf("native: result %+v (%v): %s", res, err, r.stderr)
 	}
 }
 
@@ -42,7 +52,7 @@ func TestNativeTimeoutKillsTree(t *testing.T) {
 	requireNative(t)
 	marker := fmt.Sprint(time.Now().UnixNano()%90000000 + 10000000)
 	script := fmt.Sprintf("sleep %s & setsid sleep %s & wait", marker, marker)
-	r := execbox(t, nil, "", "run", "--timeout", "1s", "--", "sh", "-c", script)
+	r := execbox(t, nil, "", "run", "--backend", "native", "--timeout", "1s", "--", "sh", "-c", script)
 	if r.code != 124 || r.took > 4*time.Second {
 		t.Fatalf("exit %d after %v, want 124 after about a second; stderr %q", r.code, r.took, r.stderr)
 	}
@@ -62,9 +72,10 @@ type fnResponse struct {
 	Backend         string          `json:"backend"`
 }
 
+// fn calls `execbox fn` on the native backend.
 func fn(t *testing.T, request string) fnResponse {
 	t.Helper()
-	r := execbox(t, nil, request, "fn")
+	r := execbox(t, []string{"EXECBOX_BACKEND=native"}, request, "fn")
 	var resp fnResponse
 	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &resp) != nil {
 		t.Fatalf("execbox fn: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
@@ -97,7 +108,7 @@ func TestFnCodeFileAndLint(t *testing.T) {
 	dir := t.TempDir()
 	good := filepath.Join(dir, "f.py")
 	writeFile(t, good, "def main(a, b):\n    return a + b\n")
-	r := execbox(t, nil, "", "fn", "--code-file", good, "--params", `{"a":2,"b":40}`)
+	r := execbox(t, []string{"EXECBOX_BACKEND=native"}, "", "fn", "--code-file", good, "--params", `{"a":2,"b":40}`)
 	if r.code != 0 || !strings.HasPrefix(r.stdout, `{"ok":true,"data":42`) {
 		t.Fatalf("exit %d: %s %s", r.code, r.stdout, r.stderr)
 	}

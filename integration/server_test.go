@@ -621,20 +621,26 @@ func cgroupsOf(pid int) []string {
 	return out
 }
 
-// loadBackend is the environment the load test runs on: the default
-// (auto) backend where one is ready — native on a Linux host as root —
-// else local, unless EXECBOX_REQUIRE names native.
+// loadBackend is the environment the load test runs on: native where it
+// is ready (as root), named explicitly so that a stronger but slower
+// backend auto would pick (gvisor) does not turn a load test into a
+// start-up benchmark; else local, unless EXECBOX_REQUIRE names native.
 func loadBackend(t *testing.T) (string, []string) {
 	r := execbox(t, nil, "", "doctor", "--json")
 	var rep struct {
-		Backend string `json:"backend"`
+		Candidates []struct {
+			Name  string `json:"name"`
+			Ready bool   `json:"ready"`
+		} `json:"candidates"`
 	}
 	json.Unmarshal([]byte(r.stdout), &rep)
-	switch {
-	case rep.Backend != "":
-		return rep.Backend, nil
-	case strings.Contains(os.Getenv("EXECBOX_REQUIRE"), "native"):
-		t.Fatalf("EXECBOX_REQUIRE=native but no isolated backend is ready: %s", r.stdout)
+	for _, c := range rep.Candidates {
+		if c.Name == "native" && c.Ready {
+			return "native", []string{"EXECBOX_BACKEND=native"}
+		}
+	}
+	if strings.Contains(os.Getenv("EXECBOX_REQUIRE"), "native") {
+		t.Fatalf("EXECBOX_REQUIRE=native but native is not ready: %s", r.stdout)
 	}
 	return "local", localServe
 }
