@@ -13,7 +13,7 @@ const EntryName = "nsinit"
 // protocol is the version of the control protocol; the init announces it
 // in its first byte, so a stale execbox-init next to a newer execbox is
 // refused with a clear error instead of misreading the config.
-const protocol = 2
+const protocol = 3
 
 // goByte is the parent's go-ahead: the init sits in its cgroup.
 const goByte = 'G'
@@ -57,6 +57,8 @@ type Config struct {
 	Symlinks []Symlink `json:"symlinks,omitempty"`
 	// Devices are names of host /dev nodes bind-mounted into a fresh /dev.
 	Devices []string `json:"devices"`
+	// DevLinks are symlinks created in that /dev (fd, stdin, shm → /tmp).
+	DevLinks []Symlink `json:"dev_links,omitempty"`
 	// Tmp is the /tmp tmpfs.
 	Tmp Tmp `json:"tmp"`
 	// Mounts are mounted after /tmp and the binds: the work dir and the
@@ -168,6 +170,11 @@ func (c *Config) Validate() error {
 	for _, l := range c.Symlinks {
 		if !isCleanAbs(l.Path) || l.Path == "/" {
 			return fmt.Errorf("symlink %q is not a clean absolute path", l.Path)
+		}
+	}
+	for _, l := range c.DevLinks {
+		if !isCleanAbs(l.Path) || path.Dir(l.Path) != "/dev" {
+			return fmt.Errorf("dev link %q is not directly in /dev", l.Path)
 		}
 	}
 	for _, d := range c.Devices {

@@ -37,7 +37,7 @@
 //     and symlinks, mounts a fresh /proc (hidepid=2: the program cannot see
 //     the init, which it may not ptrace), a read-only /dev holding only
 //     bind mounts of the listed device nodes (mknod is not allowed in a
-//     user namespace) and symlinks (/dev/shm points into /tmp), a /tmp
+//     user namespace) and the DevLinks symlinks, a /tmp
 //     tmpfs of Tmp.Size (noexec unless Tmp.Exec) and the work dir and extra
 //     Mounts;
 //   - pivot_root into the new root, detaches the old one and remounts the

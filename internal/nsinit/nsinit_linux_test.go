@@ -26,18 +26,19 @@ func TestValidate(t *testing.T) {
 		t.Fatalf("valid config: %v", err)
 	}
 	for name, mod := range map[string]func(*Config){
-		"no args":         func(c *Config) { c.Args = nil },
-		"empty program":   func(c *Config) { c.Args = []string{""} },
-		"relative root":   func(c *Config) { c.Root = "tmp/root" },
-		"root is /":       func(c *Config) { c.Root = "/" },
-		"unclean dir":     func(c *Config) { c.Dir = "/work/../etc" },
-		"relative target": func(c *Config) { c.Binds[0].Target = "usr" },
-		"bind on /":       func(c *Config) { c.Binds[0].Target = "/" },
-		"mount source":    func(c *Config) { c.Mounts = []Bind{{Source: "x", Target: "/x"}} },
-		"file path":       func(c *Config) { c.Files = []File{{Path: "/etc/../x"}} },
-		"symlink path":    func(c *Config) { c.Symlinks = []Symlink{{Path: "bin", Target: "usr/bin"}} },
-		"device path":     func(c *Config) { c.Devices = []string{"../sda"} },
-		"no tmp size":     func(c *Config) { c.Tmp.Size = 0 },
+		"no args":               func(c *Config) { c.Args = nil },
+		"empty program":         func(c *Config) { c.Args = []string{""} },
+		"relative root":         func(c *Config) { c.Root = "tmp/root" },
+		"root is /":             func(c *Config) { c.Root = "/" },
+		"unclean dir":           func(c *Config) { c.Dir = "/work/../etc" },
+		"relative target":       func(c *Config) { c.Binds[0].Target = "usr" },
+		"bind on /":             func(c *Config) { c.Binds[0].Target = "/" },
+		"mount source":          func(c *Config) { c.Mounts = []Bind{{Source: "x", Target: "/x"}} },
+		"file path":             func(c *Config) { c.Files = []File{{Path: "/etc/../x"}} },
+		"symlink path":          func(c *Config) { c.Symlinks = []Symlink{{Path: "bin", Target: "usr/bin"}} },
+		"device path":           func(c *Config) { c.Devices = []string{"../sda"} },
+		"dev link outside /dev": func(c *Config) { c.DevLinks = []Symlink{{Path: "/etc/shm", Target: "/tmp"}} },
+		"no tmp size":           func(c *Config) { c.Tmp.Size = 0 },
 	} {
 		c := validConfig()
 		mod(c)

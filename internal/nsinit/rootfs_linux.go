@@ -49,7 +49,7 @@ func setupRoot(c *Config) error {
 	if err := mountProc(root); err != nil {
 		return err
 	}
-	if err := mountDev(root, c.Devices); err != nil {
+	if err := mountDev(root, c.Devices, c.DevLinks); err != nil {
 		return err
 	}
 	tmpFlags := uintptr(unix.MS_NOSUID | unix.MS_NODEV)
@@ -191,9 +191,10 @@ func mountProc(root string) error {
 
 // mountDev makes a minimal read-only /dev: the named host device nodes
 // (mknod is not allowed in a user namespace, so they are bind mounts) and
-// the usual symlinks. /dev/shm points into /tmp, so POSIX shared memory
-// shares /tmp's size limit instead of having a budget of its own.
-func mountDev(root string, devices []string) error {
+// the given symlinks (the backend points /dev/shm into /tmp, so POSIX
+// shared memory shares /tmp's size limit instead of having a budget of its
+// own).
+func mountDev(root string, devices []string, links []Symlink) error {
 	if err := mountAt(root, "/dev", "tmpfs", "tmpfs", unix.MS_NOSUID|unix.MS_NOEXEC,
 		"mode=0755,size=64k,nr_inodes=64"); err != nil {
 		return err
@@ -203,12 +204,9 @@ func mountDev(root string, devices []string) error {
 			return err
 		}
 	}
-	for name, target := range map[string]string{
-		"fd": "/proc/self/fd", "stdin": "/proc/self/fd/0", "stdout": "/proc/self/fd/1",
-		"stderr": "/proc/self/fd/2", "shm": "/tmp",
-	} {
-		if err := os.Symlink(target, join(root, "/dev/"+name)); err != nil {
-			return fmt.Errorf("creating /dev/%s: %w", name, err)
+	for _, l := range links {
+		if err := os.Symlink(l.Target, join(root, l.Path)); err != nil {
+			return fmt.Errorf("creating %s: %w", l.Path, err)
 		}
 	}
 	if err := unix.MountSetattr(unix.AT_FDCWD, join(root, "/dev"), 0, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}); err != nil {

@@ -1,0 +1,31 @@
+package bwrap
+
+import (
+	"testing"
+
+	"github.com/execbox/execbox/sandbox"
+	"github.com/execbox/execbox/sandbox/sandboxtest"
+)
+
+func TestConformance(t *testing.T) {
+	b := newBackend(t)
+	sandboxtest.Run(t, b, sandboxtest.WithWorkRoot(b.workRoot))
+}
+
+// The backend registers itself, and a backend built through the registry
+// from configuration (as the engine builds it) runs Python with no flags.
+func TestRegistered(t *testing.T) {
+	newBackend(t)
+	f, ok := sandbox.Lookup(Name)
+	if !ok {
+		t.Fatal("bwrap is not registered")
+	}
+	b, err := f(sandbox.Settings{WorkRoot: workRoot(t), Decode: func(v any) error { v.(*Config).Path = "/usr/bin/bwrap"; return nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := sandbox.Run(t.Context(), b, sandbox.Spec{}, &sandbox.Process{Args: []string{"python3", "-c", "print(1)"}})
+	if err != nil || !res.Succeeded() || res.Stdout != "1\n" || res.Backend != Name || res.Isolation != sandbox.IsolationProcess {
+		t.Fatalf("python3 -c 'print(1)': %v %+v", err, res)
+	}
+}

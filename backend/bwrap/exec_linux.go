@@ -1,0 +1,454 @@
+package bwrap
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"os/exec"
+	"path"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/execbox/execbox/internal/nsinit"
+	"github.com/execbox/execbox/internal/proc"
+	"github.com/execbox/execbox/internal/rootfs"
+	"github.com/execbox/execbox/sandbox"
+)
+
+// Exec runs p in a fresh bwrap under this sandbox's cgroup.
+func (s *Sandbox) Exec(ctx context.Context, p *sandbox.Process) (*sandbox.Result, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if err := s.begin(cancel); err != nil {
+		return nil, err
+	}
+	defer s.running.Done()
+
+	l := s.spec.Limits
+	wall := l.Wall
+	if p.Timeout > 0 && p.Timeout < wall {
+		wall = p.Timeout
+	}
+	// A fresh /tmp for every Exec.
+	if err := unix.Mount("tmpfs", s.tmpDir, "tmpfs", s.tmpFlags(), tmpfsOpts(l.TmpSize, 0o1777)); err != nil {
+		return nil, sandbox.Errorf(sandbox.ErrInternal, "tmp_failed", "mounting /tmp: %w", err)
+	}
+	defer unix.Unmount(s.tmpDir, unix.MNT_DETACH)
+
+	ln, err := s.newLaunch()
+	if err != nil {
+		return nil, sandbox.Errorf(sandbox.ErrInternal, "start_failed", "preparing bwrap: %w", err)
+	}
+	defer ln.close()
+	done := make(chan served, 1)
+	go func() { done <- ln.serve(s.initConfig(p)) }()
+	cmd := ln.cmd
+	out, err := proc.Run(ctx, cmd, proc.Options{
+		Wall: wall, Output: l.Output, OutputLimitKill: l.OutputLimitKill,
+		Stdin: p.Stdin, Stdout: p.Stdout, Stderr: p.Stderr,
+		Kill: func() error {
+			err := ln.kill(cmd.Process.Pid)
+			if s.cg != nil {
+				err = errors.Join(err, s.cg.Kill())
+			}
+			return err
+		},
+	})
+	// bwrap has exited. Its sandbox is dead or must be (it may still sit
+	// before the block fd if bwrap was killed early); only then may the
+	// block fd close, since a closed block fd lets the sandbox go on.
+	ln.killChild()
+	ln.closeChildEnds()
+	sv := <-done
+	if err != nil {
+		return nil, sandbox.Errorf(sandbox.ErrInternal, "start_failed", "starting bwrap: %w", err)
+	}
+	res := &sandbox.Result{
+		ID: s.id, Backend: Name, Isolation: sandbox.IsolationProcess,
+		Reason: out.Reason, ExitCode: out.ExitCode, Signal: out.Signal,
+		Stdout: string(out.Stdout.Bytes()), Stderr: string(out.Stderr.Bytes()),
+		StdoutTruncated: out.Stdout.Truncated(), StderrTruncated: out.Stderr.Truncated(),
+		Usage:       sandbox.Usage{Wall: out.Wall},
+		Enforcement: maps.Clone(s.enforcement),
+	}
+	if ru, ok := out.State.SysUsage().(*syscall.Rusage); ok && ru != nil {
+		// bwrap waited for the init, which waited for the program.
+		res.Usage.CPU = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+		res.Usage.PeakMemory = ru.Maxrss * 1024
+	}
+	killed := out.Reason == sandbox.ReasonTimeout || out.Reason == sandbox.ReasonCanceled || out.Reason == sandbox.ReasonOutputLimit
+	switch {
+	case sv.err != nil && killed:
+		res.ExitCode, res.Signal = -1, "SIGKILL"
+	case sv.err != nil:
+		// bwrap failed before or while setting up; it says why on stderr.
+		res.Reason, res.ExitCode, res.Signal = sandbox.ReasonSandboxError, -1, ""
+		res.Message = "the bwrap sandbox failed: " + sv.err.Error()
+		if msg := lastLine(res.Stderr); msg != "" {
+			res.Message += "; " + msg
+		}
+	case sv.st.Code == nsinit.CodeNotFound || sv.st.Code == nsinit.CodeDirNotFound:
+		return nil, sandbox.Errorf(sandbox.ErrInvalid, sv.st.Code, "%s", sv.st.Error)
+	case sv.st.Error != "":
+		res.Reason, res.ExitCode, res.Signal = sandbox.ReasonSandboxError, -1, ""
+		res.Message = "setting up the sandbox: " + sv.st.Error
+	default:
+		res.ExitCode, res.Signal = sv.st.ExitCode, ""
+		if sv.st.Signal != 0 {
+			res.Signal = unix.SignalName(syscall.Signal(sv.st.Signal))
+		}
+		if !killed {
+			res.Reason = reasonFor(sv.st)
+		}
+	}
+	if s.cg != nil {
+		s.applyStats(res, killed)
+	}
+	return res, nil
+}
+
+// lastLine is the last non-empty line of s, bounded.
+func lastLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
+		s = s[i+1:]
+	}
+	if len(s) > 500 {
+		s = s[:500] + "…"
+	}
+	return s
+}
+
+// reasonFor classifies a program's end by its status.
+func reasonFor(st *nsinit.Status) sandbox.Reason {
+	switch syscall.Signal(st.Signal) {
+	case 0:
+		return sandbox.ReasonExited
+	case syscall.SIGXCPU:
+		return sandbox.ReasonCPULimit
+	case syscall.SIGXFSZ:
+		return sandbox.ReasonFileSizeLimit
+	default:
+		return sandbox.ReasonSignaled
+	}
+}
+
+// applyStats adds the cgroup's view: usage, and OOM kills or the pids
+// limit as the reason a failed program ended.
+func (s *Sandbox) applyStats(res *sandbox.Result, killed bool) {
+	after, err := s.cg.Stats()
+	if err != nil {
+		return
+	}
+	before := s.last
+	s.last = after
+	res.Usage.CPU = max(after.CPU-before.CPU, 0)
+	if after.PeakMemory > 0 {
+		res.Usage.PeakMemory = after.PeakMemory
+	}
+	if killed || res.Reason == sandbox.ReasonSandboxError || res.Succeeded() {
+		return
+	}
+	switch {
+	case after.OOMKills > before.OOMKills:
+		res.Reason = sandbox.ReasonMemoryLimit
+		res.Message = fmt.Sprintf("the memory limit of %d bytes was reached; the kernel's OOM killer ended %d process(es)",
+			s.spec.Limits.Memory, after.OOMKills-before.OOMKills)
+	case after.PidsLimitHit && !before.PidsLimitHit:
+		res.Reason = sandbox.ReasonPidsLimit
+		res.Message = fmt.Sprintf("the limit of %d processes was reached (a fork or clone failed)", s.spec.Limits.Pids)
+	}
+}
+
+// initConfig is the init's config for p.
+func (s *Sandbox) initConfig(p *sandbox.Process) *initConfig {
+	l := s.spec.Limits
+	fixed := map[string]string{"HOME": rootfs.WorkDir, "TMPDIR": rootfs.Tmp, "PATH": "/usr/local/bin:/usr/bin:/bin"}
+	cpu := uint64(max(l.CPUTime/time.Second, 1))
+	rl := []nsinit.Rlimit{
+		{Resource: unix.RLIMIT_NOFILE, Cur: uint64(l.NoFile), Max: uint64(l.NoFile)},
+		{Resource: unix.RLIMIT_FSIZE, Cur: uint64(l.FileSize), Max: uint64(l.FileSize)},
+		// SIGXCPU at the soft limit (reason cpu_limit), SIGKILL a second later.
+		{Resource: unix.RLIMIT_CPU, Cur: cpu, Max: cpu + 1},
+		{Resource: unix.RLIMIT_CORE, Cur: 0, Max: 0},
+	}
+	if s.cg == nil {
+		rl = append(rl,
+			nsinit.Rlimit{Resource: unix.RLIMIT_AS, Cur: uint64(l.Memory), Max: uint64(l.Memory)},
+			nsinit.Rlimit{Resource: unix.RLIMIT_NPROC, Cur: uint64(l.Pids + helperTasks), Max: uint64(l.Pids + helperTasks)},
+		)
+	}
+	return &initConfig{
+		Args:    p.Args,
+		Env:     sandbox.BuildEnv(os.Environ(), s.spec.Policy, fixed, s.spec.Env, p.Env),
+		Dir:     path.Join(rootfs.WorkDir, p.Dir),
+		Rlimits: rl,
+	}
+}
+
+// launch is one start of bwrap: the command, its fds and what is known of
+// the sandbox's PID 1 while it starts.
+type launch struct {
+	s         *Sandbox
+	cmd       *exec.Cmd
+	ctl       *os.File   // our end of the control socket
+	infoR     *os.File   // bwrap's info (the sandbox's host PID)
+	blockW    *os.File   // one byte lets the sandbox's PID 1 go on
+	childEnds []*os.File // bwrap's fds, closed once it has exited
+
+	mu     sync.Mutex
+	killed bool
+	pidfd  int // of the sandbox's PID 1; -1 until known
+}
+
+type served struct {
+	st  *nsinit.Status
+	err error
+}
+
+// newLaunch prepares bwrap's command and fds. bwrap starts as host uid
+// 65534 with an empty environment (its PID-1 helper would otherwise keep
+// the launcher's environment readable in /proc/1/environ) and only the fds
+// listed here.
+func (s *Sandbox) newLaunch() (l *launch, err error) {
+	l = &launch{s: s, pidfd: -1}
+	defer func() {
+		if err != nil {
+			l.closeChildEnds()
+			l.close()
+		}
+	}()
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("creating the control socket: %w", err)
+	}
+	l.ctl = os.NewFile(uintptr(fds[0]), "ctl")
+	ctlChild := os.NewFile(uintptr(fds[1]), "ctl-child")
+	l.childEnds = append(l.childEnds, ctlChild)
+	argsF, err := memfd("args", []byte(strings.Join(s.args, "\x00")+"\x00"))
+	if err != nil {
+		return nil, err
+	}
+	l.childEnds = append(l.childEnds, argsF)
+	secF, err := memfd("seccomp", s.env.filter)
+	if err != nil {
+		return nil, err
+	}
+	l.childEnds = append(l.childEnds, secF)
+	infoR, infoW, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("creating the info pipe: %w", err)
+	}
+	l.infoR = infoR
+	l.childEnds = append(l.childEnds, infoW)
+	blockR, blockW, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("creating the block pipe: %w", err)
+	}
+	l.blockW = blockW
+	l.childEnds = append(l.childEnds, blockR)
+	extra := []*os.File{ctlChild, s.env.exe, argsF, secF, infoW, blockR}
+	for _, f := range s.view.Files {
+		ff, err := memfd("file", []byte(f.Data))
+		if err != nil {
+			return nil, err
+		}
+		l.childEnds = append(l.childEnds, ff)
+		extra = append(extra, ff)
+	}
+	// Only fds 0-2 and these may reach bwrap, which passes on whatever it
+	// gets: an fd execbox inherited without close-on-exec gets it now.
+	cloexecInherited()
+	l.cmd = &exec.Cmd{
+		Path:       s.env.bwrap,
+		Args:       command(),
+		Env:        []string{},
+		Dir:        "/",
+		ExtraFiles: extra,
+		SysProcAttr: &syscall.SysProcAttr{
+			Credential: &syscall.Credential{Uid: sandboxUID, Gid: sandboxGID, Groups: []uint32{}},
+		},
+	}
+	if s.cg != nil {
+		if fd, ok := s.cg.FD(); ok {
+			// v2: bwrap is born in the cgroup, everything it starts too.
+			l.cmd.SysProcAttr.UseCgroupFD, l.cmd.SysProcAttr.CgroupFD = true, fd
+		}
+	}
+	return l, nil
+}
+
+// memfd returns a sealed-size read-only file holding data, at offset 0.
+func memfd(name string, data []byte) (*os.File, error) {
+	fd, err := unix.MemfdCreate("execbox-"+name, unix.MFD_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("creating memfd: %w", err)
+	}
+	f := os.NewFile(uintptr(fd), name)
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("writing memfd: %w", err)
+	}
+	if _, err := f.Seek(0, 0); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("rewinding memfd: %w", err)
+	}
+	return f, nil
+}
+
+// cloexecInherited sets close-on-exec on every fd above 2 that lacks it.
+// Go opens everything close-on-exec, so these are fds execbox inherited;
+// none of them is meant for a sandbox.
+func cloexecInherited() {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		fd, err := strconv.Atoi(e.Name())
+		if err != nil || fd <= 2 {
+			continue
+		}
+		if fl, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err == nil && fl&unix.FD_CLOEXEC == 0 {
+			unix.FcntlInt(uintptr(fd), unix.F_SETFD, fl|unix.FD_CLOEXEC)
+		}
+	}
+}
+
+// serve places the sandbox's PID 1 in the cgroup while bwrap holds it at
+// the block fd, lets it go, sends the config and reads the status.
+func (l *launch) serve(cfg *initConfig) served {
+	var info struct {
+		ChildPID int `json:"child-pid"`
+	}
+	if err := json.NewDecoder(l.infoR).Decode(&info); err != nil || info.ChildPID <= 0 {
+		return served{err: errors.New("bwrap exited before creating the sandbox")}
+	}
+	pidfd, err := unix.PidfdOpen(info.ChildPID, 0)
+	if err != nil {
+		return served{err: fmt.Errorf("opening the sandbox's PID 1: %w", err)}
+	}
+	l.mu.Lock()
+	l.pidfd = pidfd
+	killed := l.killed
+	l.mu.Unlock()
+	if killed {
+		l.killChild()
+		return served{err: errors.New("killed while starting")}
+	}
+	if err := l.place(info.ChildPID); err != nil {
+		l.killChild()
+		return served{err: err}
+	}
+	if _, err := l.blockW.Write([]byte{'G'}); err != nil {
+		l.killChild()
+		return served{err: fmt.Errorf("releasing the sandbox: %w", err)}
+	}
+	if err := writeMsg(l.ctl, cfg); err != nil {
+		return served{err: fmt.Errorf("sending the init config: %w", err)}
+	}
+	var st nsinit.Status
+	if err := readMsg(l.ctl, &st); err != nil {
+		return served{err: fmt.Errorf("reading the init's status: %w", err)}
+	}
+	return served{st: &st}
+}
+
+// place moves the sandbox's PID 1 (bwrap's child, held before it runs
+// anything) and the bwrap monitor into the cgroup; on cgroup v2 both were
+// born there.
+func (l *launch) place(child int) error {
+	cg := l.s.cg
+	if cg == nil || l.cmd.SysProcAttr.UseCgroupFD {
+		return nil
+	}
+	if err := cg.Add(child); err != nil {
+		return fmt.Errorf("placing the sandbox in its cgroup: %w", err)
+	}
+	if ppid := parentOf(child); ppid > 0 {
+		if err := cg.Add(ppid); err != nil && !errors.Is(err, unix.ESRCH) {
+			return fmt.Errorf("placing bwrap in the cgroup: %w", err)
+		}
+	}
+	return nil
+}
+
+// parentOf reads pid's parent from /proc, 0 if unknown.
+func parentOf(pid int) int {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	s := string(data)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(f) < 2 {
+		return 0
+	}
+	ppid, _ := strconv.Atoi(f[1])
+	return ppid
+}
+
+// kill ends the sandbox: its PID 1 (which takes its PID namespace along),
+// any child bwrap made that we have not heard of yet, and bwrap.
+func (l *launch) kill(bwrapPID int) error {
+	l.mu.Lock()
+	l.killed = true
+	l.mu.Unlock()
+	l.killChild()
+	if data, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", bwrapPID, bwrapPID)); err == nil {
+		for _, f := range strings.Fields(string(data)) {
+			if pid, err := strconv.Atoi(f); err == nil {
+				unix.Kill(pid, unix.SIGKILL) // still bwrap's child, so not reused
+			}
+		}
+	}
+	if err := unix.Kill(bwrapPID, unix.SIGKILL); err != nil && !errors.Is(err, unix.ESRCH) {
+		return err
+	}
+	return nil
+}
+
+// killChild SIGKILLs the sandbox's PID 1 through its pidfd, if known.
+func (l *launch) killChild() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.killed = true
+	if l.pidfd >= 0 {
+		unix.PidfdSendSignal(l.pidfd, unix.SIGKILL, nil, 0)
+	}
+}
+
+// closeChildEnds closes our copies of bwrap's fds, so reads on their
+// other ends see EOF once bwrap is gone.
+func (l *launch) closeChildEnds() {
+	for _, f := range l.childEnds {
+		f.Close()
+	}
+	l.childEnds = nil
+}
+
+// close releases the rest, after serve has returned.
+func (l *launch) close() {
+	for _, f := range []*os.File{l.ctl, l.infoR, l.blockW} {
+		if f != nil {
+			f.Close()
+		}
+	}
+	l.mu.Lock()
+	if l.pidfd >= 0 {
+		unix.Close(l.pidfd)
+		l.pidfd = -1
+	}
+	l.mu.Unlock()
+}

@@ -1,0 +1,193 @@
+package bwrap
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/execbox/execbox/internal/nsinit"
+)
+
+// The sandbox init is this binary, executed by bwrap (--as-pid-1) through
+// the fd execbox holds on its own executable. It is PID 1 of the sandbox:
+// it reads its config from the control socket, starts the program, reaps
+// until the program ends and reports the exact wait status, which bwrap
+// itself would fold into 128+signal.
+const (
+	initMarker = "--execbox-bwrap-init"
+	ctlFD      = 3 // the control socket, in the init
+	exeFD      = 4 // this executable, in the init
+	maxMsg     = 16 << 20
+)
+
+// initConfig is what the init does; the backend decides all of it.
+type initConfig struct {
+	Args    []string        `json:"args"`
+	Env     []string        `json:"env"`
+	Dir     string          `json:"dir"`
+	Rlimits []nsinit.Rlimit `json:"rlimits,omitempty"`
+}
+
+func init() {
+	if len(os.Args) == 2 && os.Args[1] == initMarker && os.Getpid() == 1 {
+		ctl := os.NewFile(ctlFD, "ctl")
+		st := runInit(ctl)
+		if err := writeMsg(ctl, st); err != nil {
+			syscall.Exit(2)
+		}
+		// Exiting ends the PID namespace: the kernel kills what is left.
+		syscall.Exit(0)
+	}
+}
+
+// runInit runs the program and says how it ended.
+func runInit(ctl *os.File) *nsinit.Status {
+	fail := func(code string, err error) *nsinit.Status {
+		return &nsinit.Status{Code: code, Error: err.Error(), ExitCode: -1}
+	}
+	// The program may not ptrace us or read our /proc files, and gets no fd
+	// but 0-2: everything bwrap passed through is closed at its exec.
+	_ = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
+	_ = unix.Close(exeFD)
+	_ = unix.CloseRange(ctlFD, ^uint(0), unix.CLOSE_RANGE_CLOEXEC)
+	// PID 1 gets only signals it handles. Catch (and drop) those on which
+	// the Go runtime would exit or crash, so the program cannot take the
+	// init down with kill(1, …); the others the runtime ignores already.
+	// Caught, not ignored: the program's dispositions reset at its exec.
+	// (Catching all 64 costs 1.5 ms.)
+	sigs := make(chan os.Signal, 64)
+	signal.Notify(sigs, syscall.SIGHUP, syscall.SIGINT, syscall.SIGTERM, syscall.SIGQUIT, syscall.SIGILL, syscall.SIGTRAP,
+		syscall.SIGABRT, syscall.SIGSTKFLT, syscall.SIGSYS, syscall.SIGBUS, syscall.SIGFPE, syscall.SIGSEGV)
+	go func() {
+		for range sigs {
+		}
+	}()
+
+	var c initConfig
+	if err := readMsg(ctl, &c); err != nil {
+		return fail(nsinit.CodeSetup, fmt.Errorf("reading the init config: %w", err))
+	}
+	if len(c.Args) == 0 {
+		return fail(nsinit.CodeSetup, errors.New("no program"))
+	}
+	if st, err := os.Stat(c.Dir); err != nil || !st.IsDir() {
+		return fail(nsinit.CodeDirNotFound, fmt.Errorf("working directory %s is not a directory in the sandbox", c.Dir))
+	}
+	prog, err := lookPath(c.Args[0], c.Env, c.Dir)
+	if err != nil {
+		return fail(nsinit.CodeNotFound, err)
+	}
+	for _, l := range c.Rlimits {
+		// syscall's Setrlimit, so the runtime does not restore its own
+		// RLIMIT_NOFILE in the child.
+		if err := syscall.Setrlimit(l.Resource, &syscall.Rlimit{Cur: l.Cur, Max: l.Max}); err != nil {
+			return fail(nsinit.CodeSetup, fmt.Errorf("setting rlimit %d: %w", l.Resource, err))
+		}
+	}
+	pid, err := syscall.ForkExec(prog, c.Args, &syscall.ProcAttr{Dir: c.Dir, Env: c.Env, Files: []uintptr{0, 1, 2}})
+	if err != nil {
+		return fail(nsinit.CodeStartFailed, fmt.Errorf("starting %s: %w", c.Args[0], err))
+	}
+	ws := reap(pid)
+	if ws.Signaled() {
+		return &nsinit.Status{ExitCode: -1, Signal: int(ws.Signal())}
+	}
+	return &nsinit.Status{ExitCode: ws.ExitStatus()}
+}
+
+// reap waits for pid, reaping every other child (orphans re-parented to
+// PID 1) on the way.
+func reap(pid int) unix.WaitStatus {
+	for {
+		var ws unix.WaitStatus
+		got, err := unix.Wait4(-1, &ws, 0, nil)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return unix.WaitStatus(unix.SIGKILL) // cannot happen before pid is reaped
+		}
+		if got == pid {
+			return ws
+		}
+	}
+}
+
+// lookPath finds prog as a shell would, with the program's own PATH.
+func lookPath(prog string, env []string, dir string) (string, error) {
+	if strings.Contains(prog, "/") {
+		p := prog
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(dir, p)
+		}
+		if err := checkExecutable(p); err != nil {
+			return "", fmt.Errorf("program %q: %w", prog, err)
+		}
+		return prog, nil
+	}
+	path := ""
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			path = v
+		}
+	}
+	for _, d := range filepath.SplitList(path) {
+		if !filepath.IsAbs(d) {
+			continue
+		}
+		if p := filepath.Join(d, prog); checkExecutable(p) == nil {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("program %q not found in the sandbox's PATH", prog)
+}
+
+func checkExecutable(p string) error {
+	st, err := os.Stat(p)
+	switch {
+	case err != nil:
+		return errors.New("not found in the sandbox")
+	case !st.Mode().IsRegular():
+		return errors.New("not a regular file")
+	case st.Mode().Perm()&0o111 == 0:
+		return errors.New("not executable")
+	}
+	return nil
+}
+
+// writeMsg sends v as a 4-byte big-endian length and JSON.
+func writeMsg(w io.Writer, v any) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	buf := binary.BigEndian.AppendUint32(make([]byte, 0, 4+len(data)), uint32(len(data)))
+	_, err = w.Write(append(buf, data...))
+	return err
+}
+
+// readMsg reads one writeMsg message into v.
+func readMsg(r io.Reader, v any) error {
+	var n [4]byte
+	if _, err := io.ReadFull(r, n[:]); err != nil {
+		return err
+	}
+	size := binary.BigEndian.Uint32(n[:])
+	if size > maxMsg {
+		return fmt.Errorf("message of %d bytes is over the %d byte limit", size, maxMsg)
+	}
+	data := make([]byte, size)
+	if _, err := io.ReadFull(r, data); err != nil {
+		return err
+	}
+	return json.Unmarshal(data, v)
+}
