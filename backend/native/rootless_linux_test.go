@@ -41,11 +41,19 @@ func TestRootless(t *testing.T) {
 	if err := copyFile(exe, bin); err != nil {
 		t.Fatal(err)
 	}
+	// The init is the standalone, uninstrumented execbox-init: a
+	// race-instrumented init shares the rootless RLIMIT_NPROC and
+	// RLIMIT_AS with the fork bomb and needs more threads and address space
+	// than production's, which made this test flaky under -race.
+	initPath := filepath.Join(dir, "execbox-init")
+	if err := copyFile(buildInit(t), initPath); err != nil {
+		t.Fatal(err)
+	}
 	work := filepath.Join(dir, "work")
 	os.Mkdir(work, 0o700)
 	os.Chown(work, rootlessUID, rootlessUID)
 	cmd := exec.Command(bin, "-test.run=^TestRootlessChild$", "-test.count=1")
-	cmd.Env = []string{"EXECBOX_NATIVE_ROOTLESS_CHILD=" + work, "PATH=/usr/bin:/bin"}
+	cmd.Env = []string{"EXECBOX_NATIVE_ROOTLESS_CHILD=" + work, "EXECBOX_NATIVE_ROOTLESS_INIT=" + initPath, "PATH=/usr/bin:/bin"}
 	cmd.Dir = dir
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: rootlessUID, Gid: rootlessUID, Groups: []uint32{}}}
 	out, err := cmd.CombinedOutput()
@@ -77,7 +85,7 @@ func TestRootless(t *testing.T) {
 	// Without a pids controller RLIMIT_NPROC stops the bomb (fork fails,
 	// Python exits 1); the reason cannot name the limit then.
 	if rep.NprocReason != "exited 1" && rep.NprocReason != "pids_limit -1" {
-		t.Errorf("rootless fork bomb ended %q, want stopped by the process limit", rep.NprocReason)
+		t.Errorf("rootless fork bomb ended %q, want stopped by the process limit (%s)", rep.NprocReason, rep.Stderr)
 	}
 	if !strings.Contains(rep.Enforcement["pids"], "RLIMIT_NPROC") && !strings.Contains(rep.Enforcement["pids"], "cgroup") {
 		t.Errorf("rootless pids enforcement = %q", rep.Enforcement["pids"])
@@ -98,7 +106,10 @@ func TestRootlessChild(t *testing.T) {
 	if work == "" {
 		t.Skip("run by TestRootless")
 	}
-	b := mustBackend(t, sandbox.Settings{WorkRoot: work})
+	b := mustBackend(t, sandbox.Settings{WorkRoot: work, Decode: func(v any) error {
+		v.(*Config).InitPath = os.Getenv("EXECBOX_NATIVE_ROOTLESS_INIT")
+		return nil
+	}})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	h := b.Health(ctx)
@@ -116,6 +127,7 @@ echo y > /work/f`)
 	}
 	bomb := py(t, b, sandbox.Spec{Limits: sandbox.Limits{Pids: 16, Wall: 10 * time.Second}}, "import os\nwhile True: os.fork()")
 	rep.NprocReason = fmt.Sprintf("%s %d", bomb.Reason, bomb.ExitCode)
+	rep.Stderr += "\nfork bomb: " + bomb.Message + " " + bomb.Stderr
 	js, _ := json.Marshal(rep)
 	fmt.Println("ROOTLESS-REPORT " + string(js))
 }

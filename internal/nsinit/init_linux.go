@@ -7,7 +7,9 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"syscall"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -112,6 +114,7 @@ func run(c *Config, ctl *os.File) *Status {
 		}
 		st.Landlock = desc
 	}
+	warmThreads(c.Rlimits)
 	if err := setRlimits(c.Rlimits); err != nil {
 		return fail(CodeSetup, err)
 	}
@@ -225,6 +228,29 @@ func loopbackUp() error {
 		return fmt.Errorf("bringing lo up: %w", err)
 	}
 	return nil
+}
+
+// warmThreads makes the Go runtime start the OS threads it will ever want
+// before RLIMIT_NPROC (rootless: shared by the init and the program) is
+// set: once a fork bomb has used up the limit, a runtime that needed one
+// more thread would die, and with it the sandbox's status. Idle threads are
+// kept by the runtime and reused.
+func warmThreads(ls []Rlimit) {
+	for _, l := range ls {
+		if l.Resource != unix.RLIMIT_NPROC {
+			continue
+		}
+		var wg sync.WaitGroup
+		for range 4 {
+			wg.Go(func() {
+				ts := unix.Timespec{Nsec: 2_000_000}
+				// A raw blocking syscall hands its P to another thread.
+				syscall.Syscall(unix.SYS_NANOSLEEP, uintptr(unsafe.Pointer(&ts)), 0, 0)
+			})
+		}
+		wg.Wait()
+		return
+	}
 }
 
 // setRlimits sets the program's limits on the init, which the fork copies.
