@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"net/http"
 	"os"
 	"os/exec"
@@ -435,7 +434,7 @@ func TestServeGracefulShutdown(t *testing.T) {
 	if left := alive("sleep " + marker); len(left) > 0 {
 		t.Errorf("left running: %v", left)
 	}
-	if left := sandboxLeftovers(s.work); len(left) > 0 {
+	if left := sandboxLeftovers(s.work, false); len(left) > 0 {
 		t.Errorf("work dirs left: %v", left)
 	}
 	for _, msg := range []string{`"msg":"draining"`, `"msg":"shutdown timeout passed; cancelling in-flight requests"`, `"msg":"stopped"`} {
@@ -580,35 +579,37 @@ func TestServeRemoteCLI(t *testing.T) {
 	}
 }
 
-// sandboxLeftovers lists what the work root holds beyond the backends'
-// per-process state: native keeps <pid>.<rand>/.root for as long as its
-// process lives (the next start reconciles it).
-func sandboxLeftovers(root string) []string {
+// sandboxLeftovers lists what the work root holds beyond what a server
+// keeps while it runs: a backend's directory (native/, bwrap/, …) with this
+// process's <pid>.<rand> base in it, and native's .root mount point inside
+// that. A stopped server leaves nothing at all (running false).
+func sandboxLeftovers(root string, running bool) []string {
 	var out []string
-	filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || p == root {
-			return nil
+	backends, _ := os.ReadDir(root)
+	for _, b := range backends {
+		if !running || !b.IsDir() {
+			out = append(out, b.Name())
+			continue
 		}
-		rel, _ := filepath.Rel(root, p)
-		parts := strings.Split(rel, string(filepath.Separator))
-		switch {
-		case rel == "native":
-			return nil
-		case len(parts) == 2 && parts[0] == "native" && nativeBase.MatchString(parts[1]):
-			return nil
-		case len(parts) == 3 && parts[0] == "native" && parts[2] == ".root":
-			return fs.SkipDir
+		bases, _ := os.ReadDir(filepath.Join(root, b.Name()))
+		for _, base := range bases {
+			rel := filepath.Join(b.Name(), base.Name())
+			if !base.IsDir() || !perProcessBase.MatchString(base.Name()) {
+				out = append(out, rel)
+				continue
+			}
+			inside, _ := os.ReadDir(filepath.Join(root, rel))
+			for _, e := range inside {
+				if e.Name() != ".root" {
+					out = append(out, filepath.Join(rel, e.Name()))
+				}
+			}
 		}
-		out = append(out, rel)
-		if d.IsDir() {
-			return fs.SkipDir
-		}
-		return nil
-	})
+	}
 	return out
 }
 
-var nativeBase = regexp.MustCompile(`^[0-9]+\.[0-9a-f]+$`)
+var perProcessBase = regexp.MustCompile(`^[0-9]+\.[0-9a-f]+$`)
 
 // cgroupsOf lists the sandbox cgroups of process pid still present
 // (native names them execbox-<pid>-<id> under an "execbox" parent).
@@ -716,7 +717,7 @@ func TestServeLoad(t *testing.T) {
 	if kids := s.children(); len(kids) > 0 {
 		t.Errorf("server children left: %v", kids)
 	}
-	if left := sandboxLeftovers(s.work); len(left) > 0 {
+	if left := sandboxLeftovers(s.work, true); len(left) > 0 {
 		t.Errorf("work dirs left: %v", left)
 	}
 	if left := cgroupsOf(s.cmd.Process.Pid); len(left) > 0 {

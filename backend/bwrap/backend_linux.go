@@ -391,3 +391,20 @@ func copyHealth(h sandbox.Health) sandbox.Health {
 	h.Details = maps.Clone(h.Details)
 	return h
 }
+
+// Close removes this process's directory under the work root, and the
+// backend's directory when nothing else is left in it. Every sandbox must
+// be closed first (the engine closes backends at shutdown).
+func (b *Backend) Close() error {
+	b.envMu.Lock()
+	e := b.env
+	b.envMu.Unlock()
+	if e != nil && e.base != "" {
+		liveBases.Delete(e.base)
+		if err := os.RemoveAll(e.base); err != nil {
+			return fmt.Errorf("removing the bwrap work dir: %w", err)
+		}
+	}
+	os.Remove(b.workRoot) // fails, as it should, while another process uses it
+	return nil
+}

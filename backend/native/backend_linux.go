@@ -432,3 +432,18 @@ func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (sb sandbox.San
 func inodesFor(size int64) int64 {
 	return min(max(size/1024, 1024), 1<<20)
 }
+
+// Close removes this process's directory under the work root, and the
+// backend's directory when nothing else is left in it. Every sandbox must
+// be closed first (the engine closes backends at shutdown).
+func (b *Backend) Close() error {
+	e := b.env
+	if e != nil && e.base != "" {
+		liveBases.Delete(e.base)
+		if err := os.RemoveAll(e.base); err != nil {
+			return fmt.Errorf("removing the native work dir: %w", err)
+		}
+	}
+	os.Remove(b.workRoot) // fails, as it should, while another process uses it
+	return nil
+}
