@@ -165,7 +165,7 @@ func (s *Sandbox) applyStats(res *sandbox.Result, killed bool) {
 		res.Reason = sandbox.ReasonMemoryLimit
 		res.Message = fmt.Sprintf("the memory limit of %d bytes was reached; the kernel's OOM killer ended %d process(es)",
 			s.spec.Limits.Memory, after.OOMKills-before.OOMKills)
-	case after.PidsLimitHit && !before.PidsLimitHit:
+	case after.PidsLimitHits > before.PidsLimitHits:
 		res.Reason = sandbox.ReasonPidsLimit
 		res.Message = fmt.Sprintf("the limit of %d processes was reached (a fork or clone failed)", s.spec.Limits.Pids)
 	}

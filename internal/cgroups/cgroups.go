@@ -44,11 +44,11 @@ func (l Limits) Validate() error {
 
 // Stats is what a cgroup's processes used.
 type Stats struct {
-	CPU          time.Duration // user+sys of the whole tree
-	PeakMemory   int64         // bytes; 0 when the kernel does not report it
-	OOMKills     int           // processes the OOM killer ended
-	PidsLimitHit bool          // a fork or clone failed on the pids limit
-	Current      int           // processes in the cgroup now
+	CPU           time.Duration // user+sys of the whole tree
+	PeakMemory    int64         // bytes; 0 when the kernel does not report it
+	OOMKills      int           // processes the OOM killer ended
+	PidsLimitHits int           // forks and clones refused by the pids limit so far
+	Current       int           // processes in the cgroup now
 }
 
 // cfsPeriod is the CPU quota period in microseconds (the kernel default).

@@ -339,8 +339,8 @@ func TestPidsLimitBlocksForks(t *testing.T) {
 	if !strings.Contains(out.String(), "fork") {
 		t.Errorf("no fork failure in output %q", out.String())
 	}
-	if !s.PidsLimitHit {
-		t.Error("PidsLimitHit = false")
+	if s.PidsLimitHits == 0 {
+		t.Error("PidsLimitHits = 0")
 	}
 	if s.Current > 8 {
 		t.Errorf("%d processes in a cgroup limited to 8", s.Current)
@@ -360,7 +360,7 @@ func TestPidsLimitAllows(t *testing.T) {
 	eventually(t, 5*time.Second, "the loop", func() bool { return strings.Contains(out.String(), "looped") })
 	eventually(t, 2*time.Second, "11 processes", func() bool { return stats(t, c).Current == 11 })
 	s := stats(t, c)
-	if s.PidsLimitHit || strings.Contains(out.String(), "fork") {
+	if s.PidsLimitHits != 0 || strings.Contains(out.String(), "fork") {
 		t.Errorf("pids limit hit with 11 of 20: %+v, output %q", s, out.String())
 	}
 	if err := c.Kill(); err != nil {

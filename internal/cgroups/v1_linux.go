@@ -73,7 +73,7 @@ func (c *Cgroup) statsV1(st *Stats) error {
 	if err != nil {
 		return err
 	}
-	st.PidsLimitHit = hits > 0
+	st.PidsLimitHits = int(hits)
 	return nil
 }
 

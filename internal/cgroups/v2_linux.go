@@ -88,7 +88,7 @@ func (c *Cgroup) statsV2(st *Stats) error {
 	if err != nil {
 		return err
 	}
-	st.PidsLimitHit = hits > 0
+	st.PidsLimitHits = int(hits)
 	return nil
 }
 
