@@ -8,6 +8,7 @@ import (
 
 	golandlock "github.com/landlock-lsm/go-landlock/landlock"
 	ll "github.com/landlock-lsm/go-landlock/landlock/syscall"
+	"golang.org/x/sys/unix"
 )
 
 // ABI returns the Landlock ABI version of the running kernel, 0 when
@@ -29,36 +30,74 @@ func Restrict(ro, rw []string) (string, error) {
 	if abi == 0 {
 		return "landlock unavailable", nil
 	}
-	var rules []golandlock.Rule
-	for _, p := range ro {
-		r, err := rule(p, golandlock.RODirs, golandlock.ROFiles)
-		if err != nil {
-			return "", err
-		}
-		if r != nil {
-			rules = append(rules, r)
-		}
+	cfg, rules, err := ruleset(ro, rw)
+	if err != nil {
+		return "", err
 	}
-	rwDirs := func(paths ...string) golandlock.FSRule { return golandlock.RWDirs(paths...).WithRefer() }
-	for _, p := range rw {
-		r, err := rule(p, rwDirs, golandlock.RWFiles)
-		if err != nil {
-			return "", err
-		}
-		if r != nil {
-			rules = append(rules, r)
-		}
-	}
-	// The newest filesystem rights and scopes go-landlock knows, cut down
-	// to what the kernel has; network ports stay unhandled.
-	cfg := golandlock.Config{
-		HandledAccessFS: golandlock.V11.HandledAccessFS,
-		Scoped:          golandlock.V11.Scoped,
-	}.BestEffort()
 	if err := cfg.Restrict(rules...); err != nil {
 		return "", fmt.Errorf("applying landlock ruleset: %w", err)
 	}
 	return fmt.Sprintf("landlock ABI %d", abi), nil
+}
+
+// RestrictThread applies the same ruleset as Restrict to the calling
+// thread only, setting no_new_privs on it. An init that forks the program
+// from one locked thread uses it: stopping every thread of the process
+// (psx) costs a few hundred microseconds per sandbox.
+func RestrictThread(ro, rw []string) (string, error) {
+	abi := ABI()
+	if abi == 0 {
+		return "landlock unavailable", nil
+	}
+	cfg, rules, err := ruleset(ro, rw)
+	if err != nil {
+		return "", err
+	}
+	fd, flags, err := cfg.NewRulesetFD(rules...)
+	if err != nil {
+		return "", fmt.Errorf("building landlock ruleset: %w", err)
+	}
+	if fd < 0 {
+		return "landlock: nothing to restrict", nil
+	}
+	defer unix.Close(fd)
+	// Without CAP_SYS_ADMIN in the init user namespace, restricting needs
+	// no_new_privs (per thread, like the ruleset).
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return "", fmt.Errorf("setting no_new_privs: %w", err)
+	}
+	if err := ll.LandlockRestrictSelf(fd, flags); err != nil {
+		return "", fmt.Errorf("enforcing landlock ruleset: %w", err)
+	}
+	return fmt.Sprintf("landlock ABI %d", abi), nil
+}
+
+// ruleset is the policy: the newest filesystem rights and scopes
+// go-landlock knows, cut down to what the kernel has (network ports stay
+// unhandled), with read+execute below ro and read+write+execute+refer
+// below rw.
+func ruleset(ro, rw []string) (golandlock.Config, []golandlock.Rule, error) {
+	var rules []golandlock.Rule
+	rwDirs := func(paths ...string) golandlock.FSRule { return golandlock.RWDirs(paths...).WithRefer() }
+	for _, set := range []struct {
+		paths       []string
+		dirs, files func(...string) golandlock.FSRule
+	}{{ro, golandlock.RODirs, golandlock.ROFiles}, {rw, rwDirs, golandlock.RWFiles}} {
+		for _, p := range set.paths {
+			r, err := rule(p, set.dirs, set.files)
+			if err != nil {
+				return golandlock.Config{}, nil, err
+			}
+			if r != nil {
+				rules = append(rules, r)
+			}
+		}
+	}
+	cfg := golandlock.Config{
+		HandledAccessFS: golandlock.V11.HandledAccessFS,
+		Scoped:          golandlock.V11.Scoped,
+	}.BestEffort()
+	return cfg, rules, nil
 }
 
 // rule grants dir or file rights to p depending on what p is now; a

@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/execbox/execbox/internal/landlock"
 	"github.com/execbox/execbox/internal/reexec"
 )
 
@@ -108,7 +109,7 @@ func run(c *Config, ctl *os.File) *Status {
 	}
 	st := &Status{}
 	if c.Landlock != nil {
-		desc, err := restrictThread([]string{"/"}, c.Landlock.RW)
+		desc, err := landlock.RestrictThread([]string{"/"}, c.Landlock.RW)
 		if err != nil {
 			return fail(CodeSetup, fmt.Errorf("restricting with landlock: %w", err))
 		}
