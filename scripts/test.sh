@@ -14,7 +14,7 @@ if [ "$(id -u)" != 0 ]; then
 fi
 
 export PATH="/usr/local/go/bin:$PATH"
-export EXECBOX_REQUIRE="${EXECBOX_REQUIRE:-native,landlock,cgroups,docker}"
+export EXECBOX_REQUIRE="${EXECBOX_REQUIRE:-native,landlock,cgroups,bwrap,gvisor,docker}"
 
 need=()
 for pkg in python3 nodejs bubblewrap runsc docker.io; do
@@ -44,6 +44,7 @@ go run ./cmd/execbox image build python --offline
 echo "== go test -race (EXECBOX_REQUIRE=$EXECBOX_REQUIRE)"
 go test -race -count=1 -timeout 30m ./...
 
-echo "== benchmarks (one short pass, side by side)"
-go test -run '^$' -bench . -benchtime 100x -count 1 ./backend/native/ 2>&1 | grep -E '^(Benchmark|ok|FAIL)' || true
+echo "== benchmarks (one short pass, side by side in one run)"
+go test -run '^$' -bench Python -benchtime 20x -count 1 ./backend/all/ 2>&1 | grep -E '^(Benchmark|ok|FAIL)' || true
+go test -run '^$' -bench Start -benchtime 100x -count 1 ./backend/native/ 2>&1 | grep -E '^(Benchmark|ok|FAIL)' || true
 go test -run '^$' -bench . -benchtime 20x -count 1 ./backend/docker/ 2>&1 | grep -E '^(Benchmark|ok|FAIL)' || true

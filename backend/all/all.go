@@ -5,6 +5,7 @@ package all
 import (
 	_ "github.com/execbox/execbox/backend/bwrap"
 	_ "github.com/execbox/execbox/backend/docker"
+	_ "github.com/execbox/execbox/backend/gvisor"
 	_ "github.com/execbox/execbox/backend/local"
 	_ "github.com/execbox/execbox/backend/native"
 )

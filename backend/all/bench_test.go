@@ -1,0 +1,71 @@
+package all
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/execbox/execbox/sandbox"
+)
+
+// BenchmarkPython runs `python3 -I -S -c pass` to its end, side by side in
+// one run: bare fork/exec on the host, then a one-shot sandbox (Create, Exec,
+// Close) on every registered backend that is available here. It reports
+// the median as p50-ms; a backend that is not available is skipped with
+// its reason.
+func BenchmarkPython(b *testing.B) {
+	// The same interpreter everywhere: the host's, which the sandboxes'
+	// read-only views (and the offline docker image) are made of.
+	args := []string{"/usr/bin/python3", "-I", "-S", "-c", "pass"}
+	b.Run("bare", func(b *testing.B) {
+		p50(b, func() error { return exec.Command(args[0], args[1:]...).Run() })
+	})
+	root := b.TempDir()
+	os.Chmod(root, 0o711) // bwrap runs as 65534 and must reach its work dirs
+	for d := filepath.Dir(root); d != "/" && d != os.TempDir(); d = filepath.Dir(d) {
+		os.Chmod(d, 0o711)
+	}
+	for _, name := range sandbox.Names() {
+		if name == "local" {
+			continue
+		}
+		b.Run(name, func(b *testing.B) {
+			f, _ := sandbox.Lookup(name)
+			be, err := f(sandbox.Settings{WorkRoot: filepath.Join(root, name), Decode: func(any) error { return nil }})
+			if err != nil {
+				b.Skip(err)
+			}
+			if c, ok := be.(interface{ Close() error }); ok {
+				defer c.Close()
+			}
+			ctx := context.Background()
+			if h := be.Health(ctx); !h.Available || !h.Ready {
+				b.Skipf("%s: %s", name, h.Reason)
+			}
+			p50(b, func() error {
+				res, err := sandbox.Run(ctx, be, sandbox.Spec{}, &sandbox.Process{Args: args})
+				if err == nil && !res.Succeeded() {
+					b.Fatalf("%s: %s %d %s", name, res.Reason, res.ExitCode, res.Stderr)
+				}
+				return err
+			})
+		})
+	}
+}
+
+func p50(b *testing.B, run func() error) {
+	var ds []time.Duration
+	for b.Loop() {
+		start := time.Now()
+		if err := run(); err != nil {
+			b.Fatal(err)
+		}
+		ds = append(ds, time.Since(start))
+	}
+	slices.Sort(ds)
+	b.ReportMetric(float64(ds[len(ds)/2])/float64(time.Millisecond), "p50-ms")
+}

@@ -1,0 +1,192 @@
+package gvisor
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/execbox/execbox/sandbox"
+)
+
+// Health really starts a sandbox, names runsc and its platform, and is
+// cached for healthTTL; a stale answer is probed again.
+func TestHealth(t *testing.T) {
+	b := newBackend(t)
+	h := b.Health(t.Context())
+	if !h.Available || !h.Ready || !strings.Contains(h.Reason, "started /bin/true") {
+		t.Fatalf("health %+v", h)
+	}
+	for _, k := range []string{"runsc", "platform", "cgroups", "seccomp"} {
+		if h.Details[k] == "" {
+			t.Errorf("health details lack %q: %v", k, h.Details)
+		}
+	}
+	if p := b.hostEnv().runsc.platform; !strings.HasPrefix(h.Details["platform"], p) || (p != "ptrace" && p != "systrap") {
+		t.Errorf("platform %q, details %q", p, h.Details["platform"])
+	}
+	t.Logf("health: %s; platform %s; runsc %s", h.Reason, h.Details["platform"], h.Details["runsc"])
+	if again := b.Health(t.Context()); !again.CheckedAt.Equal(h.CheckedAt) {
+		t.Errorf("a second Health within the TTL probed again (%v, %v)", h.CheckedAt, again.CheckedAt)
+	}
+	b.healthMu.Lock()
+	b.health.CheckedAt = time.Now().Add(-healthTTL - time.Second)
+	b.healthMu.Unlock()
+	if fresh := b.Health(t.Context()); !fresh.CheckedAt.After(h.CheckedAt) || !fresh.Available {
+		t.Errorf("a stale health answer was not probed again: %+v", fresh)
+	}
+	caps := b.Capabilities()
+	if caps.Isolation != sandbox.IsolationKernel || !caps.Sessions || caps.Limits["memory"] == "" || caps.Limits["cpu_time"] == "" {
+		t.Errorf("capabilities %+v", caps)
+	}
+}
+
+// rootOnly skips unless root: the probes below need a cgroup and mounts.
+func rootOnly(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		skipOrFail(t, "gvisor backend tests run as root (euid %d)", os.Geteuid())
+	}
+}
+
+// A runsc that is not there makes the backend unavailable with the reason,
+// and Create refuses with ErrUnavailable.
+func TestHealthRunscMissing(t *testing.T) {
+	rootOnly(t)
+	missing := filepath.Join(t.TempDir(), "no-runsc")
+	b := mustBackend(t, sandbox.Settings{WorkRoot: t.TempDir(), Decode: func(v any) error {
+		v.(*Config).Runsc = missing
+		return nil
+	}})
+	h := b.Health(t.Context())
+	if h.Available || h.Ready || !strings.Contains(h.Reason, "finding runsc") || !strings.Contains(h.Reason, missing) {
+		t.Fatalf("health with a missing runsc: %+v", h)
+	}
+	if _, err := b.Create(t.Context(), sandbox.Spec{}); !errors.Is(err, sandbox.ErrUnavailable) {
+		t.Fatalf("Create with a missing runsc: %v, want ErrUnavailable", err)
+	}
+}
+
+// A runsc that is installed but cannot start a sandbox is unavailable with
+// what it said: health is found by starting something, not by finding a
+// binary.
+func TestHealthRunscFails(t *testing.T) {
+	rootOnly(t)
+	fake := filepath.Join(t.TempDir(), "runsc")
+	script := `#!/bin/sh
+case "$1" in
+--version) echo "runsc version fake-1"; exit 0;;
+help) echo ptrace; exit 0;;
+esac
+echo "fake runsc cannot start sandboxes" >&2
+exit 1
+`
+	if err := os.WriteFile(fake, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	b := mustBackend(t, sandbox.Settings{WorkRoot: t.TempDir(), Decode: func(v any) error {
+		v.(*Config).Runsc = fake
+		return nil
+	}})
+	h := b.Health(t.Context())
+	if h.Available || !strings.Contains(h.Reason, "fake runsc cannot start sandboxes") {
+		t.Fatalf("health with a failing runsc: %+v", h)
+	}
+	if !strings.Contains(h.Details["runsc"], "fake-1") {
+		t.Errorf("details do not name the runsc found: %v", h.Details)
+	}
+	t.Logf("reason: %s", h.Reason)
+	// Its failed runs leave nothing behind.
+	ents, err := os.ReadDir(b.hostEnv().base)
+	if err != nil || len(ents) != 0 {
+		t.Errorf("the failed probe left %v (%v)", ents, err)
+	}
+}
+
+// The platform choice: systrap, else ptrace; never kvm on its own.
+func TestPickPlatform(t *testing.T) {
+	for _, c := range []struct {
+		offered []string
+		want    string
+	}{
+		{[]string{"kvm", "ptrace"}, "ptrace"},
+		{[]string{"kvm", "ptrace", "systrap"}, "systrap"},
+		{[]string{"kvm"}, ""},
+		{nil, ""},
+	} {
+		if got := pickPlatform(c.offered); got != c.want {
+			t.Errorf("pickPlatform(%v) = %q, want %q", c.offered, got, c.want)
+		}
+	}
+}
+
+// runsc's "Exiting with status" lines carry the raw wait status; the boot
+// process's (the sentry's) wins over the run command's, which may be its
+// fallback with a signal folded into 128+n.
+func TestExitStatus(t *testing.T) {
+	const run = 100
+	for _, c := range []struct {
+		log    string
+		ok     bool
+		exited bool
+		code   int
+		sig    string
+	}{
+		{"I1129 19:32:20.959458     100 main.go:266] Exiting with status: 15\n", true, false, -1, "terminated"},
+		{"I1129 main.go:266] Exiting with status: 768\n", true, true, 3, ""},
+		{"I1129 19:32:20.959458     100 main.go:266] Exiting with status: 0", true, true, 0, ""},
+		{"I1129 19:48:33.646751   13973 main.go:266] Exiting with status: 15\n" +
+			"W1129 19:48:33.650000     100 sandbox.go:933] Wait on container failed. Will try waiting on the sandbox process instead.\n" +
+			"I1129 19:48:33.650474     100 main.go:266] Exiting with status: 36608\n", true, false, -1, "terminated"},
+		{"I1129 19:48:33.650474     100 main.go:266] Exiting with status: 36608\n" +
+			"I1129 19:48:33.646751   13973 main.go:266] Exiting with status: 9\n", true, false, -1, "killed"},
+		{"W1129 FATAL ERROR: running container: ...\n", false, false, 0, ""},
+		{"", false, false, 0, ""},
+	} {
+		ws, ok := exitStatus([]byte(c.log), run)
+		if ok != c.ok {
+			t.Errorf("%q: ok %v", c.log, ok)
+			continue
+		}
+		if !ok {
+			continue
+		}
+		if ws.Exited() != c.exited || (c.exited && ws.ExitStatus() != c.code) || (!c.exited && ws.Signal().String() != c.sig) {
+			t.Errorf("%q: status %v", c.log, ws)
+		}
+	}
+}
+
+// A runsc installed after the backend found none is picked up without a
+// restart, once the cached answer is stale.
+func TestHealthRunscAppearsLater(t *testing.T) {
+	b := newBackend(t) // runsc works here
+	real := b.hostEnv().runsc.path
+	later := filepath.Join(t.TempDir(), "runsc")
+	nb := mustBackend(t, sandbox.Settings{WorkRoot: t.TempDir(), Decode: func(v any) error {
+		v.(*Config).Runsc = later
+		return nil
+	}})
+	if h := nb.Health(t.Context()); h.Available {
+		t.Fatalf("available without runsc: %+v", h)
+	}
+	if err := os.Symlink(real, later); err != nil {
+		t.Fatal(err)
+	}
+	if h := nb.Health(t.Context()); h.Available {
+		t.Fatalf("a fresh answer within the TTL: %+v", h)
+	}
+	stale := time.Now().Add(-healthTTL - time.Second)
+	nb.envMu.Lock()
+	nb.env.at = stale
+	nb.envMu.Unlock()
+	nb.healthMu.Lock()
+	nb.health.CheckedAt = stale
+	nb.healthMu.Unlock()
+	if h := nb.Health(t.Context()); !h.Available {
+		t.Fatalf("runsc installed later was not picked up: %+v", h)
+	}
+	t.Cleanup(func() { nb.Close() })
+}

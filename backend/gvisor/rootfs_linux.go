@@ -1,0 +1,133 @@
+package gvisor
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/execbox/execbox/internal/rootfs"
+	"github.com/execbox/execbox/sandbox"
+)
+
+// view is the sandbox's host view: the policy every host-sharing backend
+// uses, with execbox's work roots hidden.
+func (b *Backend) view(spec sandbox.Spec) (*rootfs.View, error) {
+	return rootfs.Plan(spec, rootfs.Options{Hidden: b.hidden})
+}
+
+// buildRoot makes the bundle's root: a skeleton with the mount points of
+// the view's binds, its symlinks and its generated files, and directories
+// for what gVisor mounts itself. The bundle marks it read-only. Mount
+// points are never created through a symlink, so a target whose path
+// passes one is left to runsc (which makes such mount points in memory).
+func buildRoot(root string, v *rootfs.View) error {
+	if err := os.Mkdir(root, 0o755); err != nil {
+		return err
+	}
+	for _, d := range []string{"/proc", "/sys", "/dev", rootfs.Tmp, rootfs.WorkDir, "/etc"} {
+		if err := mkdirAll(root, d); err != nil {
+			return err
+		}
+	}
+	for _, l := range v.Symlinks {
+		if err := mkdirAll(root, filepath.Dir(l.Path)); err != nil {
+			return err
+		}
+		if err := os.Symlink(l.Target, filepath.Join(root, l.Path)); err != nil {
+			return fmt.Errorf("recreating symlink %s: %w", l.Path, err)
+		}
+	}
+	for _, f := range v.Files {
+		if err := mkdirAll(root, filepath.Dir(f.Path)); err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(root, f.Path), []byte(f.Data), fs.FileMode(f.Mode)); err != nil {
+			return fmt.Errorf("writing %s: %w", f.Path, err)
+		}
+	}
+	for _, bd := range append(append([]rootfs.Bind(nil), v.Binds...), v.Mounts...) {
+		if err := mountPoint(root, bd); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// mountPoint makes bd's target in the skeleton: a directory for a
+// directory, an empty file for a file. A target below another mount (a
+// host directory or /tmp) is not in the skeleton and is skipped.
+func mountPoint(root string, bd rootfs.Bind) error {
+	st, err := os.Stat(bd.Source)
+	if err != nil {
+		return fmt.Errorf("mount source %s: %w", bd.Source, err)
+	}
+	if !ownedBySkeleton(root, bd.Target) {
+		return nil
+	}
+	if st.IsDir() {
+		return mkdirAll(root, bd.Target)
+	}
+	if err := mkdirAll(root, filepath.Dir(bd.Target)); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(filepath.Join(root, bd.Target), os.O_CREATE|os.O_WRONLY|os.O_EXCL, 0o644)
+	if errors.Is(err, fs.ErrExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("creating mount point %s: %w", bd.Target, err)
+	}
+	return f.Close()
+}
+
+// ownedBySkeleton reports whether every existing component of p's parents
+// in the skeleton is a real directory (no symlink, no file): only then is
+// the mount point ours to create.
+func ownedBySkeleton(root, p string) bool {
+	cur := root
+	parts := strings.Split(strings.Trim(filepath.Dir(p), "/"), "/")
+	for _, c := range parts {
+		if c == "" {
+			continue
+		}
+		cur = filepath.Join(cur, c)
+		st, err := os.Lstat(cur)
+		if errors.Is(err, fs.ErrNotExist) {
+			return true
+		}
+		if err != nil || !st.IsDir() {
+			return false
+		}
+	}
+	return true
+}
+
+// mkdirAll makes p (absolute inside the sandbox) in the skeleton one
+// component at a time, refusing to pass a symlink.
+func mkdirAll(root, p string) error {
+	cur := root
+	for _, c := range strings.Split(strings.Trim(p, "/"), "/") {
+		if c == "" {
+			continue
+		}
+		cur = filepath.Join(cur, c)
+		err := os.Mkdir(cur, 0o755)
+		if err == nil {
+			continue
+		}
+		if !errors.Is(err, fs.ErrExist) {
+			return fmt.Errorf("creating %s in the sandbox root: %w", p, err)
+		}
+		st, err := os.Lstat(cur)
+		if err != nil {
+			return fmt.Errorf("creating %s in the sandbox root: %w", p, err)
+		}
+		if !st.IsDir() {
+			return fmt.Errorf("creating %s in the sandbox root: %s is not a directory", p, cur)
+		}
+	}
+	return nil
+}

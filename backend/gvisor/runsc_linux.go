@@ -1,0 +1,213 @@
+package gvisor
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/execbox/execbox/sandbox"
+)
+
+// runscTimeout bounds the short runsc commands (kill, delete, version).
+const runscTimeout = 10 * time.Second
+
+// runsc is the runsc binary and what it offers.
+type runsc struct {
+	path     string
+	version  string // "0.0~20221219.0"
+	platform string // "ptrace", "systrap"
+	offered  []string
+}
+
+// findRunsc resolves name and asks the binary for its version and
+// platforms. Only flags every runsc release since 2022 knows are used.
+func findRunsc(name string) (*runsc, error) {
+	path, err := exec.LookPath(name)
+	if err != nil {
+		return nil, fmt.Errorf("finding runsc: %w", err)
+	}
+	r := &runsc{path: path}
+	out, err := r.output("--version")
+	if err != nil {
+		return nil, fmt.Errorf("running %s --version: %w", path, err)
+	}
+	for line := range strings.Lines(string(out)) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "runsc version "); ok {
+			r.version = v
+		}
+	}
+	if r.version == "" {
+		return nil, fmt.Errorf("%s --version printed no runsc version: %q", path, out)
+	}
+	out, err = r.output("help", "platforms")
+	if err != nil {
+		return nil, fmt.Errorf("listing runsc platforms: %w", err)
+	}
+	r.offered = strings.Fields(string(out))
+	slices.Sort(r.offered)
+	r.platform = pickPlatform(r.offered)
+	if r.platform == "" {
+		return nil, fmt.Errorf("runsc %s offers neither systrap nor ptrace (platforms: %v)", r.version, r.offered)
+	}
+	return r, nil
+}
+
+// pickPlatform prefers systrap (fast, no virtualisation needed), then
+// ptrace. kvm is never picked on its own (see the package doc).
+func pickPlatform(offered []string) string {
+	for _, p := range []string{"systrap", "ptrace"} {
+		if slices.Contains(offered, p) {
+			return p
+		}
+	}
+	return ""
+}
+
+// output runs a short runsc command with an empty environment.
+func (r *runsc) output(args ...string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), runscTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, r.path, args...)
+	cmd.Env = []string{}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return out, fmt.Errorf("%w: %s", err, strings.TrimSpace(stderr.String()))
+	}
+	return out, nil
+}
+
+// dirs are one sandbox's runsc paths.
+type dirs struct {
+	bundle string // holds config.json; the root is bundle/rootfs
+	state  string // runsc --root
+	logs   string // runsc's error log and the run command's log
+}
+
+func (d dirs) errorLog() string { return d.logs + "/error.log" }
+func (d dirs) runLog() string   { return d.logs + "/run.log" }
+
+// global are runsc's flags for one sandbox. The log of the run and boot
+// commands (info level only, not debug) carries the program's wait status;
+// the error log carries runsc's own failures.
+func (r *runsc) global(d dirs, network sandbox.Network) []string {
+	net := "none"
+	if network == sandbox.NetworkHost {
+		net = "host"
+	}
+	return []string{
+		"--root=" + d.state,
+		"--platform=" + r.platform,
+		"--network=" + net,
+		"--oci-seccomp",
+		"--log=" + d.errorLog(),
+		"--debug-log=" + d.runLog(),
+		"--debug-command=run,boot",
+	}
+}
+
+// runCmd is `runsc run` of container cid from the bundle.
+func (r *runsc) runCmd(d dirs, network sandbox.Network, cid string) *exec.Cmd {
+	args := append(r.global(d, network), "run", "--bundle", d.bundle, cid)
+	cmd := exec.Command(r.path, args...)
+	cmd.Env = []string{}
+	// runsc starts the sentry "attached": it dies with this process. This
+	// process dies with execbox.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	return cmd
+}
+
+// short runs `runsc <cmd> …` for the sandbox within runscTimeout.
+func (r *runsc) short(d dirs, args ...string) error {
+	_, err := r.output(append([]string{"--root=" + d.state, "--platform=" + r.platform, "--log=" + d.errorLog()}, args...)...)
+	return err
+}
+
+// kill sends SIGKILL to every process of container cid.
+func (r *runsc) kill(d dirs, cid string) error {
+	return r.short(d, "kill", "--all", cid, "KILL")
+}
+
+// delete removes container cid and whatever of it is left.
+func (r *runsc) delete(d dirs, cid string) error {
+	return r.short(d, "delete", "--force", cid)
+}
+
+// exitStatus finds the program's wait status in the log of the run and
+// boot commands: each logs "Exiting with status: <raw wait status>" when
+// the container ended (and nothing of the kind when runsc itself failed).
+// The boot process's line (the sentry's) is preferred: when the sentry
+// exits before runsc's wait on it is answered, runsc falls back to the
+// sentry's own exit code, which folds a signal into 128+n.
+func exitStatus(log []byte, runPID int) (syscall.WaitStatus, bool) {
+	const key = "Exiting with status: "
+	var ws syscall.WaitStatus
+	found, fromBoot := false, false
+	for line := range strings.Lines(string(log)) {
+		i := strings.Index(line, key)
+		if i < 0 {
+			continue
+		}
+		n, err := strconv.ParseUint(strings.TrimSpace(line[i+len(key):]), 10, 32)
+		if err != nil {
+			continue
+		}
+		// glog: "I1129 19:32:20.959458   20397 main.go:266] …", the third
+		// field being the process id.
+		boot := true
+		if f := strings.Fields(line); len(f) > 2 && f[2] == strconv.Itoa(runPID) {
+			boot = false
+		}
+		if !found || boot || !fromBoot {
+			ws, found, fromBoot = syscall.WaitStatus(n), true, boot
+		}
+	}
+	return ws, found
+}
+
+// runscErrors returns the messages of runsc's JSON error log.
+func runscErrors(path string) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	var msgs []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64*1024), 1<<20)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" {
+			continue
+		}
+		var e struct {
+			Msg string `json:"msg"`
+		}
+		if json.Unmarshal([]byte(line), &e) == nil && e.Msg != "" {
+			line = e.Msg
+		}
+		msgs = append(msgs, line)
+	}
+	return strings.Join(msgs, "; ")
+}
+
+// notFound reports whether runsc's error says the program could not be
+// found or loaded in the sandbox, and returns the part that says why.
+func notFound(msg string) (string, bool) {
+	for _, key := range []string{"error finding executable", "failed to load", "executable file not found"} {
+		if i := strings.Index(msg, key); i >= 0 {
+			return msg[i:], true
+		}
+	}
+	return "", false
+}

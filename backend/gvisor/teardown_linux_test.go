@@ -1,0 +1,206 @@
+package gvisor
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/execbox/execbox/sandbox"
+)
+
+// hostProcs lists the host processes whose command line mentions s: runsc
+// and the gofer and sentry it starts all carry the sandbox's --root.
+func hostProcs(s string) []string {
+	ents, _ := os.ReadDir("/proc")
+	var out []string
+	for _, e := range ents {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		cmd, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err == nil && strings.Contains(string(cmd), s) {
+			out = append(out, e.Name()+": "+strings.ReplaceAll(string(cmd), "\x00", " "))
+		}
+	}
+	return out
+}
+
+// myLeaves lists this process's cgroup leaves in every v1 hierarchy.
+func myLeaves() []string {
+	var out []string
+	prefix := "execbox-" + strconv.Itoa(os.Getpid()) + "-"
+	for _, mp := range v1Hierarchies() {
+		ents, _ := os.ReadDir(filepath.Join(mp, "execbox"))
+		for _, e := range ents {
+			if strings.HasPrefix(e.Name(), prefix) {
+				out = append(out, filepath.Join(mp, "execbox", e.Name()))
+			}
+		}
+	}
+	return out
+}
+
+// myMounts lists the mounts below dir.
+func myMounts(dir string) []string {
+	data, _ := os.ReadFile("/proc/self/mountinfo")
+	var out []string
+	for line := range strings.Lines(string(data)) {
+		if f := strings.Fields(line); len(f) > 4 && strings.HasPrefix(unescapeMount(f[4]), dir) {
+			out = append(out, f[4])
+		}
+	}
+	return out
+}
+
+// Nothing outlives a sandbox: after many runs, some ending normally, some
+// by timeout, some cancelled at random moments of runsc's start-up, and
+// some closed while running, no runsc, gofer or sentry process, cgroup,
+// mount, state or sandbox directory of this backend is left. While a run
+// is going on, the same checks do see its parts, so they can fail.
+func TestNoLeftovers(t *testing.T) {
+	b := newBackend(t)
+	base := b.hostEnv().base
+
+	// The checks see a running sandbox.
+	sb := create(t, b, sandbox.Spec{})
+	done := make(chan *sandbox.Result, 1)
+	go func() { done <- exec1(t, sb, "/bin/sleep", "2") }()
+	var procs, leaves, mounts []string
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		procs, leaves, mounts = hostProcs(b.workRoot), myLeaves(), myMounts(b.workRoot)
+		if len(procs) >= 3 {
+			break
+		}
+	}
+	if len(procs) < 3 || len(leaves) < 5 || len(mounts) < 1 {
+		t.Fatalf("while a sandbox runs, found %d processes, %d cgroup leaves, %d mounts: the checks below would prove nothing\n%s",
+			len(procs), len(leaves), len(mounts), strings.Join(procs, "\n"))
+	}
+	t.Logf("while running: %d processes, %d cgroup leaves, %d mounts", len(procs), len(leaves), len(mounts))
+	wantOK(t, <-done)
+	if err := sb.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+
+	const runs = 52
+	reasons := map[sandbox.Reason]int{}
+	for i := range runs {
+		spec := sandbox.Spec{Limits: sandbox.Limits{Wall: 10 * time.Second}}
+		p := &sandbox.Process{Args: []string{"/bin/sh", "-c", "sleep 100 & setsid sleep 100 & echo up; wait"}}
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		switch i % 4 {
+		case 0:
+			p = &sandbox.Process{Args: []string{"/bin/true"}}
+		case 1:
+			p.Timeout = 200 * time.Millisecond
+		case 2:
+			// Anywhere from before runsc has a container to after the
+			// program started.
+			time.AfterFunc(time.Duration(i*7%250)*time.Millisecond, cancel)
+		case 3:
+			sb, err := b.Create(ctx, spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			time.AfterFunc(time.Duration(i*11%300)*time.Millisecond, func() { sb.Close(context.Background()) })
+			res, err := sb.Exec(ctx, p)
+			if err == nil {
+				reasons[res.Reason]++
+			}
+			if err := sb.Close(context.Background()); err != nil {
+				t.Errorf("Close: %v", err)
+			}
+			cancel()
+			continue
+		}
+		res, err := sandbox.Run(ctx, b, spec, p)
+		cancel()
+		if err != nil {
+			t.Fatalf("run %d: %v", i, err)
+		}
+		reasons[res.Reason]++
+	}
+	t.Logf("%d runs ended: %v", runs, reasons)
+	if reasons[sandbox.ReasonExited] < runs/4 || reasons[sandbox.ReasonTimeout] < runs/4 || reasons[sandbox.ReasonCanceled] < runs/4 {
+		t.Errorf("the runs did not end the intended ways: %v", reasons)
+	}
+
+	var left []string
+	for deadline := time.Now().Add(3 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		left = nil
+		for _, p := range hostProcs(b.workRoot) {
+			left = append(left, "process "+p)
+		}
+		for _, l := range myLeaves() {
+			left = append(left, "cgroup "+l)
+		}
+		for _, m := range myMounts(b.workRoot) {
+			left = append(left, "mount "+m)
+		}
+		ents, err := os.ReadDir(base)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range ents {
+			left = append(left, "directory "+filepath.Join(base, e.Name()))
+		}
+		if len(left) == 0 || time.Now().After(deadline) {
+			break
+		}
+	}
+	for _, l := range left {
+		t.Error("left behind: " + l)
+	}
+}
+
+// A FIFO made inside the sandbox lives in the sentry's memory only: it
+// never appears in the work dir on the host, so collecting artifacts
+// cannot block on it, and the regular files next to it come back.
+func TestFIFOStaysInside(t *testing.T) {
+	b := newBackend(t)
+	sb := create(t, b, sandbox.Spec{})
+	wantOK(t, exec1(t, sb, "/bin/sh", "-c", "mkfifo fifo && echo keep > kept.txt && test -p fifo"))
+	if _, err := os.Lstat(filepath.Join(sb.(*Sandbox).wd.Path, "fifo")); !os.IsNotExist(err) {
+		t.Fatalf("the FIFO is on the host (err %v); the suite's special_files check applies again", err)
+	}
+	a, err := sb.Artifacts(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(a.Files) != 1 || a.Files[0].Path != "kept.txt" || string(a.Files[0].Data) != "keep\n" {
+		t.Fatalf("artifacts %+v", a)
+	}
+}
+
+// Closing the backend removes its directory under the work root, but not
+// while a sandbox in it is open.
+func TestBackendClose(t *testing.T) {
+	b := newBackend(t)
+	base := b.hostEnv().base
+	sb, err := b.Create(t.Context(), sandbox.Spec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Close(); err == nil {
+		t.Errorf("Close with an open sandbox succeeded")
+	}
+	if err := sb.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	for _, d := range []string{base, b.workRoot} {
+		if _, err := os.Stat(d); !os.IsNotExist(err) {
+			t.Fatalf("the backend's directory %s is still there (%v)", d, err)
+		}
+	}
+	if _, err := b.Create(t.Context(), sandbox.Spec{}); !errors.Is(err, sandbox.ErrUnavailable) {
+		t.Fatalf("Create after Close: %v, want ErrUnavailable", err)
+	}
+}
