@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // requireNative skips unless the native backend can run here (root), and
@@ -125,5 +127,61 @@ func TestFnCodeFileAndLint(t *testing.T) {
 	}
 	if _, err := os.Stat(marker); !os.IsNotExist(err) {
 		t.Fatal("lint ran the code")
+	}
+}
+
+// requireGVisor skips unless runsc can run here, and fails instead when
+// EXECBOX_REQUIRE names gvisor.
+func requireGVisor(t *testing.T) {
+	t.Helper()
+	requireNative(t)
+	var rep struct {
+		Candidates []struct {
+			Name   string
+			Ready  bool
+			Reason string
+		}
+	}
+	json.Unmarshal([]byte(execbox(t, nil, "", "doctor", "--json").stdout), &rep)
+	for _, c := range rep.Candidates {
+		if c.Name == "gvisor" {
+			if c.Ready {
+				return
+			}
+			if strings.Contains(os.Getenv("EXECBOX_REQUIRE"), "gvisor") {
+				t.Fatalf("EXECBOX_REQUIRE=gvisor but gvisor is not ready: %s", c.Reason)
+			}
+			t.Skip("gvisor: " + c.Reason)
+		}
+	}
+	t.Fatal("gvisor is not registered")
+}
+
+// The strict tier runs under gVisor: its kernel is not the host's.
+func TestTierStrictRunsOnGVisor(t *testing.T) {
+	requireGVisor(t)
+	var host unix.Utsname
+	unix.Uname(&host)
+	hostRelease := unix.ByteSliceToString(host.Release[:])
+	r := execbox(t, nil, "", "run", "--tier", "strict", "--json", "--", "python3", "-c", "import os; print(os.uname().release)")
+	var res struct{ Backend, Isolation, Stdout string }
+	if err := json.Unmarshal([]byte(r.stdout), &res); err != nil || res.Backend != "gvisor" || res.Isolation != "kernel" {
+		t.Fatalf("result %+v (%v): %s", res, err, r.stderr)
+	}
+	if got := strings.TrimSpace(res.Stdout); got == "" || got == hostRelease {
+		t.Fatalf("kernel release inside %q, host %q", got, hostRelease)
+	}
+	// A tier never lowers what is configured, and never names a backend.
+	r = execbox(t, []string{"EXECBOX_BACKEND=gvisor"}, "", "run", "--tier", "fast", "--json", "--", "true")
+	if err := json.Unmarshal([]byte(r.stdout), &res); err != nil || res.Backend != "gvisor" {
+		t.Fatalf("tier fast under a configured gvisor ran on %q (%v): %s", res.Backend, err, r.stderr)
+	}
+	r = execbox(t, []string{"EXECBOX_ALLOW_UNISOLATED=true"}, "", "run", "--tier", "local", "--", "true")
+	if r.code != 125 || !strings.Contains(r.stderr, "never names a backend") {
+		t.Fatalf("tier local: exit %d, %q", r.code, r.stderr)
+	}
+	r = execbox(t, []string{"EXECBOX_BACKEND=off"}, "", "run", "--tier", "strict", "--", "true")
+	if r.code != 125 || !strings.Contains(r.stderr, "turned off") {
+		t.Fatalf("off with tier strict: exit %d, %q", r.code, r.stderr)
 	}
 }
