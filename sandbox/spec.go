@@ -234,3 +234,12 @@ func (s *Spec) Validate() error {
 	}
 	return CheckEnv(s.Env)
 }
+
+// WallLimit is the wall-clock limit of running p under l: p.Timeout when it
+// is set and shorter than l.Wall, else l.Wall.
+func (p *Process) WallLimit(l Limits) time.Duration {
+	if p.Timeout > 0 && p.Timeout < l.Wall {
+		return p.Timeout
+	}
+	return l.Wall
+}

@@ -1,28 +1,21 @@
 package bwrap
 
 import (
-	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"io/fs"
 	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/execbox/execbox/internal/cgroups"
 	"github.com/execbox/execbox/internal/seccomp"
+	"github.com/execbox/execbox/internal/workroot"
 	"github.com/execbox/execbox/sandbox"
 )
 
@@ -134,16 +127,11 @@ func (b *Backend) prepareWorkRoot(e *hostEnv) error {
 	if err := searchable(b.workRoot); err != nil {
 		return err
 	}
-	if _, err := b.reconcileDirs(); err != nil {
+	d, err := workroot.Open(b.workRoot)
+	if err != nil {
 		return err
 	}
-	var r [4]byte
-	rand.Read(r[:])
-	e.base = filepath.Join(b.workRoot, strconv.Itoa(os.Getpid())+"."+hex.EncodeToString(r[:]))
-	liveBases.Store(e.base, true)
-	if err := os.Mkdir(e.base, 0o711); err != nil {
-		return fmt.Errorf("creating work dir parent: %w", err)
-	}
+	e.base = d.Base
 	return nil
 }
 
@@ -187,115 +175,17 @@ func (b *Backend) Reconcile(ctx context.Context) ([]string, error) {
 		removed = append(removed, r...)
 		errs = append(errs, err)
 	}
-	r, err := b.reconcileDirs()
+	r, err := workroot.Reconcile(b.workRoot)
 	removed = append(removed, r...)
 	errs = append(errs, err)
 	return removed, errors.Join(errs...)
 }
 
-// liveBases are the <pid>.<rand> directories this process made (one per
-// Backend), so reconciling never takes a sibling backend's.
-var liveBases sync.Map
-
-// reconcileDirs removes every <pid>.<rand> directory of the work root that
-// belongs to a dead process, or to this PID but no live Backend.
-func (b *Backend) reconcileDirs() ([]string, error) {
-	ents, err := os.ReadDir(b.workRoot)
-	if err != nil {
-		return nil, fmt.Errorf("reconciling work dirs: %w", err)
-	}
-	var removed []string
-	var errs []error
-	for _, ent := range ents {
-		dir := filepath.Join(b.workRoot, ent.Name())
-		if _, live := liveBases.Load(dir); live {
-			continue
-		}
-		p, _, ok := strings.Cut(ent.Name(), ".")
-		pid, err := strconv.Atoi(p)
-		if ok && err == nil && pid != os.Getpid() {
-			if err := unix.Kill(pid, 0); err == nil || errors.Is(err, unix.EPERM) {
-				continue // its owner lives
-			}
-		}
-		if err := removeTree(dir); err != nil {
-			errs = append(errs, fmt.Errorf("reconciling work dirs: %w", err))
-			continue
-		}
-		removed = append(removed, dir)
-	}
-	return removed, errors.Join(errs...)
-}
-
-// removeTree detaches every mount at or below dir, checks that none is
-// left (a writable host bind must never be emptied by RemoveAll) and
-// removes dir.
-func removeTree(dir string) error {
-	if err := unmountUnder(dir); err != nil {
-		return err
-	}
-	if left, err := mountsUnder(dir); err != nil || len(left) > 0 {
-		return errors.Join(err, fmt.Errorf("mounts still below %s: %v", dir, left))
-	}
-	if err := os.RemoveAll(dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("removing %s: %w", dir, err)
-	}
-	return nil
-}
-
-// unmountUnder detaches every mount at or below dir, deepest first.
-func unmountUnder(dir string) error {
-	mps, err := mountsUnder(dir)
-	if err != nil {
-		return err
-	}
-	slices.SortFunc(mps, func(a, b string) int { return len(b) - len(a) })
-	for _, mp := range mps {
-		if err := unix.Unmount(mp, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
-			return fmt.Errorf("unmounting %s: %w", mp, err)
-		}
-	}
-	return nil
-}
-
-// mountsUnder lists the mount points at or below dir.
-func mountsUnder(dir string) ([]string, error) {
-	data, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return nil, fmt.Errorf("reading mountinfo: %w", err)
-	}
-	var mps []string
-	for line := range bytes.Lines(data) {
-		f := strings.Fields(string(line))
-		if len(f) < 5 {
-			continue
-		}
-		mp := unescapeMount(f[4])
-		if mp == dir || strings.HasPrefix(mp, dir+"/") {
-			mps = append(mps, mp)
-		}
-	}
-	return mps, nil
-}
-
-// unescapeMount undoes mountinfo's octal escapes (\040 for a space).
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
-}
+// removeTree, unmountUnder and mountsUnder are workroot's, for the
+// sandbox's teardown and the tests.
+func removeTree(dir string) error              { return workroot.RemoveTree(dir) }
+func unmountUnder(dir string) error            { return workroot.UnmountUnder(dir) }
+func mountsUnder(dir string) ([]string, error) { return workroot.MountsUnder(dir) }
 
 // enforcement says how each limit is enforced on this host.
 func (e *hostEnv) enforcement() map[string]string {
@@ -399,12 +289,12 @@ func (b *Backend) Close() error {
 	b.envMu.Lock()
 	e := b.env
 	b.envMu.Unlock()
-	if e != nil && e.base != "" {
-		liveBases.Delete(e.base)
-		if err := os.RemoveAll(e.base); err != nil {
-			return fmt.Errorf("removing the bwrap work dir: %w", err)
-		}
+	d := workroot.Dir{Root: b.workRoot}
+	if e != nil {
+		d.Base = e.base
 	}
-	os.Remove(b.workRoot) // fails, as it should, while another process uses it
+	if err := d.Close(); err != nil {
+		return fmt.Errorf("removing the bwrap work dir: %w", err)
+	}
 	return nil
 }

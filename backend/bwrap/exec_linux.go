@@ -30,16 +30,13 @@ func (s *Sandbox) Exec(ctx context.Context, p *sandbox.Process) (*sandbox.Result
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	if err := s.begin(cancel); err != nil {
+	if err := s.guard.Begin(s.id, cancel); err != nil {
 		return nil, err
 	}
-	defer s.running.Done()
+	defer s.guard.Done()
 
 	l := s.spec.Limits
-	wall := l.Wall
-	if p.Timeout > 0 && p.Timeout < wall {
-		wall = p.Timeout
-	}
+	wall := p.WallLimit(l)
 	// A fresh /tmp for every Exec.
 	if err := unix.Mount("tmpfs", s.tmpDir, "tmpfs", s.tmpFlags(), tmpfsOpts(l.TmpSize, 0o1777)); err != nil {
 		return nil, sandbox.Errorf(sandbox.ErrInternal, "tmp_failed", "mounting /tmp: %w", err)
@@ -74,19 +71,9 @@ func (s *Sandbox) Exec(ctx context.Context, p *sandbox.Process) (*sandbox.Result
 	if err != nil {
 		return nil, sandbox.Errorf(sandbox.ErrInternal, "start_failed", "starting bwrap: %w", err)
 	}
-	res := &sandbox.Result{
-		ID: s.id, Backend: Name, Isolation: sandbox.IsolationProcess,
-		Reason: out.Reason, ExitCode: out.ExitCode, Signal: out.Signal,
-		Stdout: string(out.Stdout.Bytes()), Stderr: string(out.Stderr.Bytes()),
-		StdoutTruncated: out.Stdout.Truncated(), StderrTruncated: out.Stderr.Truncated(),
-		Usage:       sandbox.Usage{Wall: out.Wall},
-		Enforcement: maps.Clone(s.enforcement),
-	}
-	if ru, ok := out.State.SysUsage().(*syscall.Rusage); ok && ru != nil {
-		// bwrap waited for the init, which waited for the program.
-		res.Usage.CPU = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-		res.Usage.PeakMemory = ru.Maxrss * 1024
-	}
+	res := out.Result(s.id, Name, sandbox.IsolationProcess)
+	res.Usage = out.Usage() // bwrap waited for the init, which waited for the program
+	res.Enforcement = maps.Clone(s.enforcement)
 	killed := out.Reason == sandbox.ReasonTimeout || out.Reason == sandbox.ReasonCanceled || out.Reason == sandbox.ReasonOutputLimit
 	switch {
 	case sv.err != nil && killed:

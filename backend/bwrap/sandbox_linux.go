@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"sync"
 
 	"golang.org/x/sys/unix"
 
@@ -37,10 +36,7 @@ type Sandbox struct {
 	enforcement map[string]string
 	last        cgroups.Stats
 
-	mu      sync.Mutex
-	closed  bool
-	cancel  context.CancelFunc
-	running sync.WaitGroup
+	guard sandbox.Guard // operations, for Close
 }
 
 // Create validates spec against the host and makes the sandbox's cgroup,
@@ -163,25 +159,11 @@ func hostBind(m rootfs.Bind, p string) error {
 
 func (s *Sandbox) ID() string { return s.id }
 
-// begin registers an operation; Close cancels it and waits for it.
-func (s *Sandbox) begin(cancel context.CancelFunc) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return sandbox.Errorf(sandbox.ErrNotFound, "sandbox_closed", "sandbox %s is closed", s.id)
-	}
-	if cancel != nil {
-		s.cancel = cancel
-	}
-	s.running.Add(1)
-	return nil
-}
-
 func (s *Sandbox) WriteFiles(ctx context.Context, files map[string][]byte) error {
-	if err := s.begin(nil); err != nil {
+	if err := s.guard.Begin(s.id, nil); err != nil {
 		return err
 	}
-	defer s.running.Done()
+	defer s.guard.Done()
 	err := s.wd.Write(files)
 	if errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EDQUOT) {
 		return sandbox.Errorf(sandbox.ErrLimit, "work_size_exceeded", "writing files: the work dir is full (work_size %d bytes): %w", s.spec.Limits.WorkSize, err)
@@ -190,27 +172,19 @@ func (s *Sandbox) WriteFiles(ctx context.Context, files map[string][]byte) error
 }
 
 func (s *Sandbox) Artifacts(ctx context.Context) (sandbox.Artifacts, error) {
-	if err := s.begin(nil); err != nil {
+	if err := s.guard.Begin(s.id, nil); err != nil {
 		return sandbox.Artifacts{}, err
 	}
-	defer s.running.Done()
+	defer s.guard.Done()
 	return s.wd.Collect(s.spec.Limits.ArtifactFiles, s.spec.Limits.ArtifactBytes)
 }
 
 // Close ends a running Exec and removes the cgroup, the mounts and the
 // sandbox's directory.
 func (s *Sandbox) Close(ctx context.Context) error {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
+	if !s.guard.Close() {
 		return nil
 	}
-	s.closed = true
-	if s.cancel != nil {
-		s.cancel()
-	}
-	s.mu.Unlock()
-	s.running.Wait()
 	var errs []error
 	if s.cg != nil {
 		if err := s.cg.Close(); err != nil {

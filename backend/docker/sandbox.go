@@ -20,10 +20,7 @@ type Sandbox struct {
 	spec sandbox.Spec
 	c    *ctr
 
-	mu      sync.Mutex
-	closed  bool
-	cancel  context.CancelFunc // of the running Exec
-	running sync.WaitGroup
+	guard sandbox.Guard // operations, for Close
 
 	// Used by the one goroutine that uses the sandbox (see package sandbox).
 	// fresh: no program has run since the work dir was emptied, so it
@@ -41,20 +38,6 @@ type fileSummary struct {
 
 func (s *Sandbox) ID() string { return s.id }
 
-// begin registers an operation; Close waits for it.
-func (s *Sandbox) begin(cancel context.CancelFunc) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return sandbox.Errorf(sandbox.ErrNotFound, "sandbox_closed", "sandbox %s is closed", s.id)
-	}
-	if cancel != nil {
-		s.cancel = cancel
-	}
-	s.running.Add(1)
-	return nil
-}
-
 // Exec runs p in the container through the wrapper (see wrapper).
 func (s *Sandbox) Exec(ctx context.Context, p *sandbox.Process) (*sandbox.Result, error) {
 	if err := p.Validate(); err != nil {
@@ -62,18 +45,15 @@ func (s *Sandbox) Exec(ctx context.Context, p *sandbox.Process) (*sandbox.Result
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	if err := s.begin(cancel); err != nil {
+	if err := s.guard.Begin(s.id, cancel); err != nil {
 		return nil, err
 	}
-	defer s.running.Done()
+	defer s.guard.Done()
 	if why := s.c.deadReason(); why != "" {
 		return nil, sandbox.Errorf(sandbox.ErrInternal, "container_gone", "sandbox %s: its container %s was %s", s.id, s.c.name, why)
 	}
 	l := s.spec.Limits
-	wall := l.Wall
-	if p.Timeout > 0 && p.Timeout < wall {
-		wall = p.Timeout
-	}
+	wall := p.WallLimit(l)
 	fixed := map[string]string{"HOME": workDir, "TMPDIR": tmpDir, "PATH": sandboxPATH}
 	env := sandbox.BuildEnv(os.Environ(), s.spec.Policy, fixed, s.spec.Env, p.Env)
 	tok := token()
@@ -123,10 +103,10 @@ func (s *Sandbox) canceled() *sandbox.Result {
 // every path and (once a program has run) that no path passes through a
 // symlink or a non-directory the program made.
 func (s *Sandbox) WriteFiles(ctx context.Context, files map[string][]byte) error {
-	if err := s.begin(nil); err != nil {
+	if err := s.guard.Begin(s.id, nil); err != nil {
 		return err
 	}
-	defer s.running.Done()
+	defer s.guard.Done()
 	if why := s.c.deadReason(); why != "" {
 		return sandbox.Errorf(sandbox.ErrInternal, "container_gone", "sandbox %s: its container %s was %s", s.id, s.c.name, why)
 	}
@@ -137,10 +117,10 @@ func (s *Sandbox) WriteFiles(ctx context.Context, files map[string][]byte) error
 // last WriteFiles, read from one archive download; symlinks and special
 // files are listed in Skipped, never followed or opened.
 func (s *Sandbox) Artifacts(ctx context.Context) (sandbox.Artifacts, error) {
-	if err := s.begin(nil); err != nil {
+	if err := s.guard.Begin(s.id, nil); err != nil {
 		return sandbox.Artifacts{}, err
 	}
-	defer s.running.Done()
+	defer s.guard.Done()
 	if why := s.c.deadReason(); why != "" {
 		return sandbox.Artifacts{}, sandbox.Errorf(sandbox.ErrInternal, "container_gone", "sandbox %s: its container %s was %s", s.id, s.c.name, why)
 	}
@@ -160,17 +140,9 @@ func (s *Sandbox) Artifacts(ctx context.Context) (sandbox.Artifacts, error) {
 // Close ends a running Exec and removes the container with its volume, or
 // wipes a reused container and gives it back to its scope's pool.
 func (s *Sandbox) Close(ctx context.Context) error {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
+	if !s.guard.Close() {
 		return nil
 	}
-	s.closed = true
-	if s.cancel != nil {
-		s.cancel()
-	}
-	s.mu.Unlock()
-	s.running.Wait()
 	if s.c.reused {
 		return s.b.release(ctx, s.c)
 	}

@@ -2,8 +2,6 @@ package gvisor
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"maps"
@@ -12,13 +10,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
-	"golang.org/x/sys/unix"
 
 	"github.com/execbox/execbox/internal/cgroups"
+	"github.com/execbox/execbox/internal/workroot"
 	"github.com/execbox/execbox/sandbox"
 )
 
@@ -98,19 +95,11 @@ func (b *Backend) probeEnv() *hostEnv {
 // prepareWorkRoot removes what dead execbox processes left under the work
 // root and makes this process's own directory there.
 func (b *Backend) prepareWorkRoot(e *hostEnv) error {
-	if err := os.MkdirAll(b.workRoot, 0o711); err != nil {
-		return fmt.Errorf("creating work root: %w", err)
-	}
-	if _, err := b.reconcileDirs(); err != nil {
+	d, err := workroot.Open(b.workRoot)
+	if err != nil {
 		return err
 	}
-	var r [4]byte
-	rand.Read(r[:])
-	e.base = filepath.Join(b.workRoot, strconv.Itoa(os.Getpid())+"."+hex.EncodeToString(r[:]))
-	liveBases.Store(e.base, true)
-	if err := os.Mkdir(e.base, 0o711); err != nil {
-		return fmt.Errorf("creating this process's work dir: %w", err)
-	}
+	e.base = d.Base
 	return nil
 }
 
@@ -127,7 +116,7 @@ func (b *Backend) Reconcile(ctx context.Context) ([]string, error) {
 		errs = append(errs, err)
 		reconcileExtra(e.hier)
 	}
-	r, err := b.reconcileDirs()
+	r, err := workroot.Reconcile(b.workRoot)
 	removed = append(removed, r...)
 	errs = append(errs, err)
 	return removed, errors.Join(errs...)
@@ -150,52 +139,11 @@ func (b *Backend) Close() error {
 	closed := *e
 	closed.err = errors.New("the backend is closed")
 	b.env = &closed
-	if e.base != "" {
-		if err := os.Remove(e.base); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return fmt.Errorf("removing the gvisor backend's work dir (a sandbox is still open?): %w", err)
-		}
-		liveBases.Delete(e.base)
+	d := workroot.Dir{Root: b.workRoot, Base: e.base}
+	if err := d.CloseEmpty(); err != nil {
+		return fmt.Errorf("removing the gvisor backend's work dir (a sandbox is still open?): %w", err)
 	}
-	os.Remove(b.workRoot) // fails, as it should, while another process uses it
 	return nil
-}
-
-// liveBases are the <pid>.<rand> directories this process made (one per
-// Backend), so reconciling never takes a sibling backend's.
-var liveBases sync.Map
-
-// reconcileDirs removes every <pid>.<rand> directory of the work root whose
-// process is dead, or that has this PID but no live Backend.
-func (b *Backend) reconcileDirs() ([]string, error) {
-	ents, err := os.ReadDir(b.workRoot)
-	if err != nil {
-		return nil, fmt.Errorf("reconciling work dirs: %w", err)
-	}
-	var removed []string
-	var errs []error
-	for _, ent := range ents {
-		dir := filepath.Join(b.workRoot, ent.Name())
-		if _, live := liveBases.Load(dir); live {
-			continue
-		}
-		p, _, ok := strings.Cut(ent.Name(), ".")
-		pid, err := strconv.Atoi(p)
-		if ok && err == nil && pid != os.Getpid() {
-			if err := unix.Kill(pid, 0); err == nil || errors.Is(err, unix.EPERM) {
-				continue // its owner lives
-			}
-		}
-		if err := unmountUnder(dir); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		if err := os.RemoveAll(dir); err != nil {
-			errs = append(errs, fmt.Errorf("reconciling work dirs: %w", err))
-			continue
-		}
-		removed = append(removed, dir)
-	}
-	return removed, errors.Join(errs...)
 }
 
 // enforcement says how each limit is enforced on this host.
@@ -371,47 +319,5 @@ func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (sb sandbox.San
 	return s, nil
 }
 
-// unmountUnder detaches every mount at or below dir, deepest first.
-func unmountUnder(dir string) error {
-	data, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return fmt.Errorf("reading mountinfo: %w", err)
-	}
-	var mps []string
-	for line := range strings.Lines(string(data)) {
-		f := strings.Fields(line)
-		if len(f) < 5 {
-			continue
-		}
-		mp := unescapeMount(f[4])
-		if mp == dir || strings.HasPrefix(mp, dir+"/") {
-			mps = append(mps, mp)
-		}
-	}
-	slices.SortFunc(mps, func(a, b string) int { return len(b) - len(a) })
-	for _, mp := range mps {
-		if err := unix.Unmount(mp, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
-			return fmt.Errorf("unmounting %s: %w", mp, err)
-		}
-	}
-	return nil
-}
-
-// unescapeMount undoes mountinfo's octal escapes (\040 for a space).
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
-}
+// unescapeMount is workroot's, for reading mountinfo in this package.
+func unescapeMount(s string) string { return workroot.UnescapeMount(s) }

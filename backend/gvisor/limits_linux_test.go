@@ -21,7 +21,9 @@ while True:
 	if res.Reason != sandbox.ReasonMemoryLimit || res.Signal != "SIGKILL" {
 		t.Fatalf("memory bomb: reason %s exit %d signal %q message %q stderr %q", res.Reason, res.ExitCode, res.Signal, res.Message, res.Stderr)
 	}
-	if res.Usage.PeakMemory < 100*sandbox.MiB || res.Usage.PeakMemory > 128*sandbox.MiB {
+	// The cgroup's high-water mark may pass the limit by the charge in
+	// flight when reclaim gave up (a page or a few).
+	if res.Usage.PeakMemory < 100*sandbox.MiB || res.Usage.PeakMemory > 129*sandbox.MiB {
 		t.Errorf("peak memory %d, want close to the 128 MiB limit", res.Usage.PeakMemory)
 	}
 	t.Logf("bomb: %s (%s); enforcement: %s", res.Reason, res.Message, res.Enforcement["memory"])

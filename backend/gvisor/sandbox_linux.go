@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -43,10 +42,7 @@ type Sandbox struct {
 	enforcement map[string]string
 	last        cgroups.Stats // the cgroup's counters after the last Exec
 
-	mu      sync.Mutex
-	closed  bool
-	cancel  context.CancelFunc // of the running Exec
-	running sync.WaitGroup
+	guard sandbox.Guard // operations, for Close
 }
 
 func (s *Sandbox) ID() string { return s.id }
@@ -84,25 +80,11 @@ func inodesFor(size int64) int64 {
 	return min(max(size/1024, 1024), 1<<20)
 }
 
-// begin registers an operation; Close cancels it and waits for it.
-func (s *Sandbox) begin(cancel context.CancelFunc) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return sandbox.Errorf(sandbox.ErrNotFound, "sandbox_closed", "sandbox %s is closed", s.id)
-	}
-	if cancel != nil {
-		s.cancel = cancel
-	}
-	s.running.Add(1)
-	return nil
-}
-
 func (s *Sandbox) WriteFiles(ctx context.Context, files map[string][]byte) error {
-	if err := s.begin(nil); err != nil {
+	if err := s.guard.Begin(s.id, nil); err != nil {
 		return err
 	}
-	defer s.running.Done()
+	defer s.guard.Done()
 	err := s.wd.Write(files)
 	if errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EDQUOT) {
 		return sandbox.Errorf(sandbox.ErrLimit, "work_size_exceeded", "writing files: the work dir is full (work_size %d bytes): %w", s.spec.Limits.WorkSize, err)
@@ -111,10 +93,10 @@ func (s *Sandbox) WriteFiles(ctx context.Context, files map[string][]byte) error
 }
 
 func (s *Sandbox) Artifacts(ctx context.Context) (sandbox.Artifacts, error) {
-	if err := s.begin(nil); err != nil {
+	if err := s.guard.Begin(s.id, nil); err != nil {
 		return sandbox.Artifacts{}, err
 	}
-	defer s.running.Done()
+	defer s.guard.Done()
 	return s.wd.Collect(s.spec.Limits.ArtifactFiles, s.spec.Limits.ArtifactBytes)
 }
 
@@ -147,10 +129,10 @@ func (s *Sandbox) Exec(ctx context.Context, p *sandbox.Process) (*sandbox.Result
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	if err := s.begin(cancel); err != nil {
+	if err := s.guard.Begin(s.id, cancel); err != nil {
 		return nil, err
 	}
-	defer s.running.Done()
+	defer s.guard.Done()
 	if err := s.checkDir(p.Dir); err != nil {
 		return nil, err
 	}
@@ -164,10 +146,7 @@ func (s *Sandbox) Exec(ctx context.Context, p *sandbox.Process) (*sandbox.Result
 	}
 
 	l := s.spec.Limits
-	wall := l.Wall
-	if p.Timeout > 0 && p.Timeout < wall {
-		wall = p.Timeout
-	}
+	wall := p.WallLimit(l)
 	r := s.env.runsc
 	cmd := r.runCmd(s.paths, s.spec.Policy.Network, s.cid)
 	runCtx, stopRun := context.WithCancel(ctx)
@@ -183,14 +162,8 @@ func (s *Sandbox) Exec(ctx context.Context, p *sandbox.Process) (*sandbox.Result
 	if err != nil {
 		return nil, sandbox.Errorf(sandbox.ErrInternal, "start_failed", "starting runsc: %w", err)
 	}
-	res := &sandbox.Result{
-		ID: s.id, Backend: Name, Isolation: sandbox.IsolationKernel,
-		Reason: out.Reason, ExitCode: out.ExitCode, Signal: out.Signal,
-		Stdout: string(out.Stdout.Bytes()), Stderr: string(out.Stderr.Bytes()),
-		StdoutTruncated: out.Stdout.Truncated(), StderrTruncated: out.Stderr.Truncated(),
-		Usage:       sandbox.Usage{Wall: out.Wall},
-		Enforcement: maps.Clone(s.enforcement),
-	}
+	res := out.Result(s.id, Name, sandbox.IsolationKernel)
+	res.Enforcement = maps.Clone(s.enforcement)
 	if overCPU && out.Reason == sandbox.ReasonCanceled && ctx.Err() == nil {
 		res.Reason = sandbox.ReasonCPULimit
 		res.Message = fmt.Sprintf("the CPU time limit of %v was reached (the sandbox's cgroup: sentry, gofer and program together)", l.CPUTime)
@@ -434,17 +407,9 @@ func (s *Sandbox) applyStats(res *sandbox.Result, killed bool) {
 // Close ends a running Exec and removes the cgroup, the work dir's mount
 // and the sandbox's directory.
 func (s *Sandbox) Close(ctx context.Context) error {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
+	if !s.guard.Close() {
 		return nil
 	}
-	s.closed = true
-	if s.cancel != nil {
-		s.cancel()
-	}
-	s.mu.Unlock()
-	s.running.Wait()
 	var errs []error
 	if err := s.cleanup(); err != nil {
 		errs = append(errs, err)

@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -180,42 +179,25 @@ type Sandbox struct {
 	cred     *syscall.Credential
 	user     *user.User
 
-	mu      sync.Mutex
-	closed  bool
-	cancel  context.CancelFunc // of the running Exec
-	running sync.WaitGroup
+	guard sandbox.Guard // operations, for Close
 }
 
 func (s *Sandbox) ID() string { return s.id }
 
 func (s *Sandbox) WriteFiles(ctx context.Context, files map[string][]byte) error {
-	if err := s.begin(nil); err != nil {
+	if err := s.guard.Begin(s.id, nil); err != nil {
 		return err
 	}
-	defer s.running.Done()
+	defer s.guard.Done()
 	return s.wd.Write(files)
 }
 
 func (s *Sandbox) Artifacts(ctx context.Context) (sandbox.Artifacts, error) {
-	if err := s.begin(nil); err != nil {
+	if err := s.guard.Begin(s.id, nil); err != nil {
 		return sandbox.Artifacts{}, err
 	}
-	defer s.running.Done()
+	defer s.guard.Done()
 	return s.wd.Collect(s.spec.Limits.ArtifactFiles, s.spec.Limits.ArtifactBytes)
-}
-
-// begin registers an operation; Close waits for it.
-func (s *Sandbox) begin(cancel context.CancelFunc) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return sandbox.Errorf(sandbox.ErrNotFound, "sandbox_closed", "sandbox %s is closed", s.id)
-	}
-	if cancel != nil {
-		s.cancel = cancel
-	}
-	s.running.Add(1)
-	return nil
 }
 
 func (s *Sandbox) Exec(ctx context.Context, p *sandbox.Process) (*sandbox.Result, error) {
@@ -224,10 +206,10 @@ func (s *Sandbox) Exec(ctx context.Context, p *sandbox.Process) (*sandbox.Result
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	if err := s.begin(cancel); err != nil {
+	if err := s.guard.Begin(s.id, cancel); err != nil {
 		return nil, err
 	}
-	defer s.running.Done()
+	defer s.guard.Done()
 
 	l := s.spec.Limits
 	fixed := map[string]string{"HOME": s.wd.Path, "TMPDIR": s.tmp, "PATH": hostPATH()}
@@ -256,10 +238,7 @@ func (s *Sandbox) Exec(ctx context.Context, p *sandbox.Process) (*sandbox.Result
 	}
 	defer statusR.Close()
 	cmd.ExtraFiles = []*os.File{statusW}
-	wall := l.Wall
-	if p.Timeout > 0 && p.Timeout < wall {
-		wall = p.Timeout
-	}
+	wall := p.WallLimit(l)
 	out, err := proc.Run(ctx, cmd, proc.Options{
 		Wall: wall, Output: l.Output, OutputLimitKill: l.OutputLimitKill,
 		Stdin: p.Stdin, Stdout: p.Stdout, Stderr: p.Stderr,
@@ -275,14 +254,9 @@ func (s *Sandbox) Exec(ctx context.Context, p *sandbox.Process) (*sandbox.Result
 	if err != nil {
 		return nil, sandbox.Errorf(sandbox.ErrInternal, "start_failed", "starting local reaper: %w", err)
 	}
-	res := &sandbox.Result{
-		ID: s.id, Backend: Name, Isolation: sandbox.IsolationNone,
-		Reason: out.Reason, ExitCode: out.ExitCode, Signal: out.Signal,
-		Stdout: string(out.Stdout.Bytes()), Stderr: string(out.Stderr.Bytes()),
-		StdoutTruncated: out.Stdout.Truncated(), StderrTruncated: out.Stderr.Truncated(),
-		Usage:       usage(out),
-		Enforcement: enforcement,
-	}
+	res := out.Result(s.id, Name, sandbox.IsolationNone)
+	res.Usage = out.Usage()
+	res.Enforcement = enforcement
 	var st status
 	raw, _ := io.ReadAll(io.LimitReader(statusR, 1024))
 	if json.Unmarshal(raw, &st) != nil {
@@ -311,15 +285,6 @@ func (s *Sandbox) Exec(ctx context.Context, p *sandbox.Process) (*sandbox.Result
 		}
 	}
 	return res, nil
-}
-
-func usage(out *proc.Outcome) sandbox.Usage {
-	u := sandbox.Usage{Wall: out.Wall}
-	if ru, ok := out.State.SysUsage().(*syscall.Rusage); ok && ru != nil {
-		u.CPU = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-		u.PeakMemory = ru.Maxrss * 1024
-	}
-	return u
 }
 
 // lookPath finds prog the way a shell would with the sandbox's own PATH.
@@ -376,17 +341,9 @@ func isExecutable(p string) bool {
 
 // Close kills a running Exec and removes the work dir and TMPDIR.
 func (s *Sandbox) Close(ctx context.Context) error {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
+	if !s.guard.Close() {
 		return nil
 	}
-	s.closed = true
-	if s.cancel != nil {
-		s.cancel()
-	}
-	s.mu.Unlock()
-	s.running.Wait()
 	err := s.wd.Remove()
 	if rerr := os.RemoveAll(s.base); err == nil && rerr != nil {
 		err = fmt.Errorf("removing sandbox dir: %w", rerr)

@@ -2,8 +2,6 @@ package native
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"maps"
@@ -12,7 +10,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -21,6 +18,7 @@ import (
 	"github.com/execbox/execbox/internal/hostfs"
 	"github.com/execbox/execbox/internal/landlock"
 	"github.com/execbox/execbox/internal/seccomp"
+	"github.com/execbox/execbox/internal/workroot"
 	"github.com/execbox/execbox/sandbox"
 )
 
@@ -123,20 +121,12 @@ func isExecutable(p string) bool {
 // prepareWorkRoot removes what dead execbox processes left under the work
 // root and makes this process's own directory there.
 func (b *Backend) prepareWorkRoot(e *hostEnv) error {
-	if err := os.MkdirAll(b.workRoot, 0o711); err != nil {
-		return fmt.Errorf("creating work root: %w", err)
-	}
-	if _, err := b.reconcileDirs(); err != nil {
+	d, err := workroot.Open(b.workRoot)
+	if err != nil {
 		return err
 	}
-	var r [4]byte
-	rand.Read(r[:])
-	e.base = filepath.Join(b.workRoot, strconv.Itoa(os.Getpid())+"."+hex.EncodeToString(r[:]))
-	liveBases.Store(e.base, true)
+	e.base = d.Base
 	e.rootDir = filepath.Join(e.base, ".root")
-	if err := os.Mkdir(e.base, 0o711); err != nil {
-		return fmt.Errorf("creating work dir parent: %w", err)
-	}
 	if err := os.Mkdir(e.rootDir, 0o700); err != nil {
 		return fmt.Errorf("creating root mount point: %w", err)
 	}
@@ -155,95 +145,10 @@ func (b *Backend) Reconcile(ctx context.Context) ([]string, error) {
 		removed = append(removed, r...)
 		errs = append(errs, err)
 	}
-	r, err := b.reconcileDirs()
+	r, err := workroot.Reconcile(b.workRoot)
 	removed = append(removed, r...)
 	errs = append(errs, err)
 	return removed, errors.Join(errs...)
-}
-
-// liveBases are the <pid>.<rand> directories this process made (one per
-// Backend), so reconciling never takes a sibling backend's.
-var liveBases sync.Map
-
-// reconcileDirs removes every <pid>.<rand> directory of the work root that
-// belongs to a dead process, or to this PID but not to a live Backend of
-// this process (a previous process with the same PID, as PID 1 in a
-// container).
-func (b *Backend) reconcileDirs() ([]string, error) {
-	ents, err := os.ReadDir(b.workRoot)
-	if err != nil {
-		return nil, fmt.Errorf("reconciling work dirs: %w", err)
-	}
-	var removed []string
-	var errs []error
-	for _, ent := range ents {
-		dir := filepath.Join(b.workRoot, ent.Name())
-		if _, live := liveBases.Load(dir); live {
-			continue
-		}
-		p, _, ok := strings.Cut(ent.Name(), ".")
-		pid, err := strconv.Atoi(p)
-		if ok && err == nil && pid != os.Getpid() {
-			if err := unix.Kill(pid, 0); err == nil || errors.Is(err, unix.EPERM) {
-				continue // its owner lives
-			}
-		}
-		if err := unmountUnder(dir); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		if err := os.RemoveAll(dir); err != nil {
-			errs = append(errs, fmt.Errorf("reconciling work dirs: %w", err))
-			continue
-		}
-		removed = append(removed, dir)
-	}
-	return removed, errors.Join(errs...)
-}
-
-// unmountUnder detaches every mount at or below dir, deepest first.
-func unmountUnder(dir string) error {
-	data, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return fmt.Errorf("reading mountinfo: %w", err)
-	}
-	var mps []string
-	for line := range strings.Lines(string(data)) {
-		f := strings.Fields(line)
-		if len(f) < 5 {
-			continue
-		}
-		mp := unescapeMount(f[4])
-		if mp == dir || strings.HasPrefix(mp, dir+"/") {
-			mps = append(mps, mp)
-		}
-	}
-	slices.SortFunc(mps, func(a, b string) int { return len(b) - len(a) })
-	for _, mp := range mps {
-		if err := unix.Unmount(mp, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
-			return fmt.Errorf("unmounting %s: %w", mp, err)
-		}
-	}
-	return nil
-}
-
-// unescapeMount undoes mountinfo's octal escapes (\040 for a space).
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // enforcement says how each limit is enforced on this host.
@@ -437,13 +342,12 @@ func inodesFor(size int64) int64 {
 // backend's directory when nothing else is left in it. Every sandbox must
 // be closed first (the engine closes backends at shutdown).
 func (b *Backend) Close() error {
-	e := b.env
-	if e != nil && e.base != "" {
-		liveBases.Delete(e.base)
-		if err := os.RemoveAll(e.base); err != nil {
-			return fmt.Errorf("removing the native work dir: %w", err)
-		}
+	d := workroot.Dir{Root: b.workRoot}
+	if b.env != nil {
+		d.Base = b.env.base
 	}
-	os.Remove(b.workRoot) // fails, as it should, while another process uses it
+	if err := d.Close(); err != nil {
+		return fmt.Errorf("removing the native work dir: %w", err)
+	}
 	return nil
 }

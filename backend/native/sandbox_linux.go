@@ -7,7 +7,6 @@ import (
 	"maps"
 	"os"
 	"path"
-	"sync"
 	"syscall"
 	"time"
 
@@ -35,33 +34,16 @@ type Sandbox struct {
 	enforcement map[string]string
 	last        cgroups.Stats // the cgroup's counters after the last Exec
 
-	mu      sync.Mutex
-	closed  bool
-	cancel  context.CancelFunc // of the running Exec
-	running sync.WaitGroup
+	guard sandbox.Guard // operations, for Close
 }
 
 func (s *Sandbox) ID() string { return s.id }
 
-// begin registers an operation; Close cancels it and waits for it.
-func (s *Sandbox) begin(cancel context.CancelFunc) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return sandbox.Errorf(sandbox.ErrNotFound, "sandbox_closed", "sandbox %s is closed", s.id)
-	}
-	if cancel != nil {
-		s.cancel = cancel
-	}
-	s.running.Add(1)
-	return nil
-}
-
 func (s *Sandbox) WriteFiles(ctx context.Context, files map[string][]byte) error {
-	if err := s.begin(nil); err != nil {
+	if err := s.guard.Begin(s.id, nil); err != nil {
 		return err
 	}
-	defer s.running.Done()
+	defer s.guard.Done()
 	err := s.wd.Write(files)
 	if errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EDQUOT) {
 		return sandbox.Errorf(sandbox.ErrLimit, "work_size_exceeded", "writing files: the work dir is full (work_size %d bytes): %w", s.spec.Limits.WorkSize, err)
@@ -70,10 +52,10 @@ func (s *Sandbox) WriteFiles(ctx context.Context, files map[string][]byte) error
 }
 
 func (s *Sandbox) Artifacts(ctx context.Context) (sandbox.Artifacts, error) {
-	if err := s.begin(nil); err != nil {
+	if err := s.guard.Begin(s.id, nil); err != nil {
 		return sandbox.Artifacts{}, err
 	}
-	defer s.running.Done()
+	defer s.guard.Done()
 	return s.wd.Collect(s.spec.Limits.ArtifactFiles, s.spec.Limits.ArtifactBytes)
 }
 
@@ -84,16 +66,13 @@ func (s *Sandbox) Exec(ctx context.Context, p *sandbox.Process) (*sandbox.Result
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	if err := s.begin(cancel); err != nil {
+	if err := s.guard.Begin(s.id, cancel); err != nil {
 		return nil, err
 	}
-	defer s.running.Done()
+	defer s.guard.Done()
 
 	l := s.spec.Limits
-	wall := l.Wall
-	if p.Timeout > 0 && p.Timeout < wall {
-		wall = p.Timeout
-	}
+	wall := p.WallLimit(l)
 	cfg := s.initConfig(p)
 	opts := nsinit.Options{
 		InitPath:   s.env.initPath,
@@ -164,19 +143,9 @@ func (s *Sandbox) Exec(ctx context.Context, p *sandbox.Process) (*sandbox.Result
 	if err != nil {
 		return nil, sandbox.Errorf(sandbox.ErrInternal, "start_failed", "starting the sandbox init: %w", err)
 	}
-	res := &sandbox.Result{
-		ID: s.id, Backend: Name, Isolation: sandbox.IsolationProcess,
-		Reason: out.Reason, ExitCode: out.ExitCode, Signal: out.Signal,
-		Stdout: string(out.Stdout.Bytes()), Stderr: string(out.Stderr.Bytes()),
-		StdoutTruncated: out.Stdout.Truncated(), StderrTruncated: out.Stderr.Truncated(),
-		Usage:       sandbox.Usage{Wall: out.Wall},
-		Enforcement: maps.Clone(s.enforcement),
-	}
-	if ru, ok := out.State.SysUsage().(*syscall.Rusage); ok && ru != nil {
-		// The init's usage includes the program it waited for.
-		res.Usage.CPU = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-		res.Usage.PeakMemory = ru.Maxrss * 1024
-	}
+	res := out.Result(s.id, Name, sandbox.IsolationProcess)
+	res.Usage = out.Usage() // the init's usage includes the program it waited for
+	res.Enforcement = maps.Clone(s.enforcement)
 	killed := out.Reason == sandbox.ReasonTimeout || out.Reason == sandbox.ReasonCanceled || out.Reason == sandbox.ReasonOutputLimit
 	switch {
 	case sv.err != nil && killed:
@@ -306,17 +275,9 @@ func (s *Sandbox) initConfig(p *sandbox.Process) *nsinit.Config {
 // Close ends a running Exec and removes the cgroup, the work dir's mount
 // and the work dir.
 func (s *Sandbox) Close(ctx context.Context) error {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
+	if !s.guard.Close() {
 		return nil
 	}
-	s.closed = true
-	if s.cancel != nil {
-		s.cancel()
-	}
-	s.mu.Unlock()
-	s.running.Wait()
 	var errs []error
 	if s.cg != nil {
 		if err := s.cg.Close(); err != nil {

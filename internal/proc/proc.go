@@ -197,3 +197,27 @@ func Run(ctx context.Context, cmd *exec.Cmd, o Options) (*Outcome, error) {
 	}
 	return out, nil
 }
+
+// Result is the sandbox.Result of this outcome for sandbox id of backend
+// with isolation iso: how it ended, the captured streams and the wall time.
+// The caller adds the rest (Enforcement, finer reasons, usage, Message).
+func (o *Outcome) Result(id, backend string, iso sandbox.Isolation) *sandbox.Result {
+	return &sandbox.Result{
+		ID: id, Backend: backend, Isolation: iso,
+		Reason: o.Reason, ExitCode: o.ExitCode, Signal: o.Signal,
+		Stdout: string(o.Stdout.Bytes()), Stderr: string(o.Stderr.Bytes()),
+		StdoutTruncated: o.Stdout.Truncated(), StderrTruncated: o.Stderr.Truncated(),
+		Usage: sandbox.Usage{Wall: o.Wall},
+	}
+}
+
+// Usage is the wall time plus the CPU time and peak memory the kernel
+// accounted to the main process and the children it waited for.
+func (o *Outcome) Usage() sandbox.Usage {
+	u := sandbox.Usage{Wall: o.Wall}
+	if ru, ok := o.State.SysUsage().(*syscall.Rusage); ok && ru != nil {
+		u.CPU = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+		u.PeakMemory = ru.Maxrss * 1024
+	}
+	return u
+}

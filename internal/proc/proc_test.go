@@ -111,3 +111,31 @@ func TestStragglerHoldingPipe(t *testing.T) {
 		t.Fatalf("Run waited %v for a straggler", d)
 	}
 }
+
+func TestOutcomeResult(t *testing.T) {
+	// A small output cap so the truncated flags are seen on both sides:
+	// stdout passes it, stderr does not.
+	out := run(t, context.Background(), sh("echo 0123456789; echo e >&2; kill -TERM $$"), Options{Output: 4})
+	res := out.Result("sb-1", "test", sandbox.IsolationProcess)
+	if res.ID != "sb-1" || res.Backend != "test" || res.Isolation != sandbox.IsolationProcess {
+		t.Errorf("identity: got %q %q %v", res.ID, res.Backend, res.Isolation)
+	}
+	if res.Reason != sandbox.ReasonSignaled || res.ExitCode != -1 || res.Signal != "SIGTERM" {
+		t.Errorf("end: got reason %s exit %d signal %q", res.Reason, res.ExitCode, res.Signal)
+	}
+	if res.Stdout != "0123" || !res.StdoutTruncated || res.Stderr != "e\n" || res.StderrTruncated {
+		t.Errorf("streams: got stdout %q (truncated %v) stderr %q (truncated %v)", res.Stdout, res.StdoutTruncated, res.Stderr, res.StderrTruncated)
+	}
+	if res.Usage.Wall != out.Wall || res.Usage.Wall <= 0 || res.Usage.CPU != 0 || res.Usage.PeakMemory != 0 {
+		t.Errorf("usage: got %+v; want only the wall time %v", res.Usage, out.Wall)
+	}
+}
+
+func TestOutcomeUsage(t *testing.T) {
+	// Burn some CPU in the shell itself so the rusage is not zero.
+	out := run(t, context.Background(), sh("i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done"), Options{})
+	u := out.Usage()
+	if u.Wall != out.Wall || u.CPU <= 0 || u.PeakMemory <= 0 {
+		t.Fatalf("got %+v; want the wall time %v and nonzero CPU and peak memory", u, out.Wall)
+	}
+}

@@ -1,0 +1,25 @@
+package sandbox
+
+import (
+	"testing"
+	"time"
+)
+
+func TestWallLimit(t *testing.T) {
+	l := Limits{Wall: 10 * time.Second}
+	for _, c := range []struct {
+		timeout, want time.Duration
+	}{
+		{0, 10 * time.Second},                    // unset: the sandbox's limit
+		{3 * time.Second, 3 * time.Second},       // shorter: it wins
+		{10 * time.Second, 10 * time.Second},     // equal
+		{30 * time.Second, 10 * time.Second},     // longer: cannot extend the limit
+		{-time.Second, 10 * time.Second},         // negative: ignored
+		{10*time.Second - 1, 10*time.Second - 1}, // just under
+	} {
+		p := &Process{Args: []string{"true"}, Timeout: c.timeout}
+		if got := p.WallLimit(l); got != c.want {
+			t.Errorf("Timeout %v under Wall %v: WallLimit = %v; want %v", c.timeout, l.Wall, got, c.want)
+		}
+	}
+}
