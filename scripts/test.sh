@@ -14,6 +14,8 @@ if [ "$(id -u)" != 0 ]; then
 fi
 
 export PATH="/usr/local/go/bin:$PATH"
+# go keeps its caches under HOME; CI may start us without one.
+export HOME="${HOME:-$(getent passwd "$(id -u)" | cut -d: -f6)}"
 export EXECBOX_REQUIRE="${EXECBOX_REQUIRE:-native,landlock,cgroups,bwrap,gvisor,docker}"
 
 need=()
