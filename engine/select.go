@@ -71,9 +71,16 @@ func (e *Engine) floor(sel Selection) (sandbox.Isolation, string, error) {
 		}
 		raise(l, "the request's min_isolation")
 	}
-	// A configured backend is the floor: a request may raise it, never lower it.
-	if b, ok := e.backends[e.opts.Backend]; ok && (sel.Backend != "" || sel.Tier != "") && e.opts.Backend != "local" {
-		raise(b.Capabilities().Isolation, "the configured backend "+e.opts.Backend)
+	// A configured backend is the floor: a request may raise it, never lower
+	// it. One that could not even be built has no level to compare with, so
+	// nothing may go around it.
+	if cfg := e.opts.Backend; cfg != "auto" && cfg != "off" && cfg != "local" && (sel.Backend != "" || sel.Tier != "") {
+		b, ok := e.backends[cfg]
+		if !ok {
+			return 0, "", errorf(sandbox.ErrUnavailable, "backend_unavailable",
+				"the configured backend %s is unavailable (%s); a request may not run below it", cfg, e.reason(cfg))
+		}
+		raise(b.Capabilities().Isolation, "the configured backend "+cfg)
 	}
 	return floor, why, nil
 }

@@ -139,6 +139,23 @@ func TestSelection(t *testing.T) {
 	}
 }
 
+// A configured backend whose factory failed still bounds what a request
+// may ask for: with no level to compare, tiers and named backends are refused.
+func TestConfiguredBackendThatFailedToBuildIsStillTheFloor(t *testing.T) {
+	world("t-proc1", "t-kernel")
+	sandbox.Register("t-broken", func(sandbox.Settings) (sandbox.Backend, error) { return nil, errors.New("bad settings") })
+	e, err := New(Options{Backend: "t-broken", Backends: []string{"t-broken", "t-proc1", "t-kernel"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Close)
+	for _, sel := range []Selection{{Tier: TierFast}, {Tier: TierStrict}, {Backend: "t-proc1"}, {}} {
+		if got, err := selectName(t, e, sel); !errors.Is(err, sandbox.ErrUnavailable) || !strings.Contains(err.Error(), "bad settings") {
+			t.Errorf("Select(%+v) = %q, %v; want unavailable naming the factory error", sel, got, err)
+		}
+	}
+}
+
 func TestNotReadyIsSkippedByAutoButNamedWorks(t *testing.T) {
 	world("t-proc1")
 	stubs["t-vm"].set(true, false, "image not pulled")

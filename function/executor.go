@@ -41,6 +41,9 @@ type Options struct {
 	// Limits are the sandbox limits of every run; zero fields are left to
 	// the engine's defaults. Wall and Output are set per run.
 	Limits sandbox.Limits
+	// Policy is the configured sandbox policy every call runs under (env
+	// allowlist, run_as_user, …), the same as for any other run.
+	Policy sandbox.Policy
 	// Python and Node name the interpreters inside the sandbox, looked up
 	// in its PATH; empty means "python3" and "node".
 	Python string
@@ -172,7 +175,7 @@ func (e *Executor) run(ctx context.Context, req *Request, in []byte) *Response {
 	limits.Wall = timeout
 	limits.Output = protocolOutput
 	limits.OutputLimitKill = false
-	spec := sandbox.Spec{Limits: limits}
+	spec := sandbox.Spec{Policy: e.opts.Policy, Limits: limits}
 	p := &sandbox.Process{
 		Args:    command(req.Language, e.opts.Python, e.opts.Node),
 		Stdin:   bytes.NewReader(in),

@@ -144,14 +144,18 @@ func (s *Sandbox) applyStats(res *sandbox.Result, killed bool) {
 	if after.PeakMemory > 0 {
 		res.Usage.PeakMemory = after.PeakMemory
 	}
-	if killed || res.Reason == sandbox.ReasonSandboxError || res.Succeeded() {
+	if killed || res.Succeeded() {
 		return
 	}
 	switch {
+	// An OOM kill explains even a sandbox error: with cgroup v2's
+	// memory.oom.group it takes the init, and its status, with the program.
 	case after.OOMKills > before.OOMKills:
 		res.Reason = sandbox.ReasonMemoryLimit
 		res.Message = fmt.Sprintf("the memory limit of %d bytes was reached; the kernel's OOM killer ended %d process(es)",
 			s.spec.Limits.Memory, after.OOMKills-before.OOMKills)
+	case res.Reason == sandbox.ReasonSandboxError:
+		// A refused fork does not explain a broken sandbox: keep the error.
 	case after.PidsLimitHits > before.PidsLimitHits:
 		res.Reason = sandbox.ReasonPidsLimit
 		res.Message = fmt.Sprintf("the limit of %d processes was reached (a fork or clone failed)", s.spec.Limits.Pids)

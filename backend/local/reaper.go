@@ -48,7 +48,12 @@ func reaperMain() {
 	signal.Notify(sigs, unix.SIGTERM, unix.SIGINT, unix.SIGHUP)
 
 	argv := append([]string{reexec.Arg0("local-exec")}, os.Args[1:]...)
-	pid, err := syscall.ForkExec("/proc/self/exe", argv, &syscall.ProcAttr{Env: os.Environ(), Files: []uintptr{0, 1, 2}})
+	// The program dies with the reaper even if the reaper is SIGKILLed
+	// before it could kill the tree.
+	pid, err := syscall.ForkExec("/proc/self/exe", argv, &syscall.ProcAttr{
+		Env: os.Environ(), Files: []uintptr{0, 1, 2},
+		Sys: &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL},
+	})
 	if err != nil {
 		fail("starting the exec stage: %v", err)
 	}

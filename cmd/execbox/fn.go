@@ -22,6 +22,7 @@ func newExecutor(cfg *config.Config) (*function.Executor, func(), error) {
 		return nil, nil, err
 	}
 	x, err := function.New(e.FunctionRunner(), function.Options{
+		Policy:         policy(cfg),
 		Concurrency:    cfg.Functions.Concurrency,
 		QueueTimeout:   cfg.Functions.QueueTimeout,
 		DefaultTimeout: cfg.Functions.Timeout,

@@ -81,6 +81,7 @@ func runServe(ctx context.Context, g *globals, listen string) error {
 	e.Start()
 	defer e.Close()
 	fx, err := function.New(e.FunctionRunner(), function.Options{
+		Policy:         policy(cfg),
 		Concurrency:    cfg.Functions.Concurrency,
 		QueueTimeout:   cfg.Functions.QueueTimeout,
 		DefaultTimeout: cfg.Functions.Timeout,

@@ -127,6 +127,9 @@ func check(root int, p string) error {
 		return invalidPath(p, unix.ELOOP)
 	case st.Mode&unix.S_IFMT == unix.S_IFDIR:
 		return invalidPath(p, unix.EISDIR)
+	case st.Mode&unix.S_IFMT != unix.S_IFREG:
+		// A FIFO would block the open forever; a device is never ours.
+		return sandbox.Errorf(sandbox.ErrInvalid, "path_invalid", "path %q: exists and is not a regular file", p)
 	}
 	return nil
 }
@@ -157,12 +160,18 @@ func (w *WorkDir) writeOne(root int, p string, data []byte) error {
 			}
 		}
 	}
-	fd, err := openat2(dir, parts[len(parts)-1], unix.O_WRONLY|unix.O_CREAT|unix.O_TRUNC|unix.O_NOFOLLOW, 0o644)
+	// O_NONBLOCK: a FIFO swapped in since the check fails (ENXIO) instead
+	// of waiting for a reader; fstat then refuses anything not regular.
+	fd, err := openat2(dir, parts[len(parts)-1], unix.O_WRONLY|unix.O_CREAT|unix.O_TRUNC|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0o644)
 	if err != nil {
 		return invalidPath(p, err)
 	}
 	f := os.NewFile(uintptr(fd), p)
 	defer f.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return sandbox.Errorf(sandbox.ErrInvalid, "path_invalid", "path %q: exists and is not a regular file", p)
+	}
 	if err := f.Chown(w.uid, w.gid); err != nil {
 		return invalidPath(p, err)
 	}

@@ -6,6 +6,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/execbox/execbox/sandbox"
 )
@@ -140,5 +143,24 @@ func TestWriteLongPath(t *testing.T) {
 	}
 	if err := w.Write(map[string][]byte{p + "x": []byte("x")}); !errors.Is(err, sandbox.ErrInvalid) {
 		t.Fatalf("a 4097-byte path: %v", err)
+	}
+}
+
+// A FIFO the program left where an input goes is refused at once, never
+// opened (which would wait for a reader forever).
+func TestWriteRefusesFIFO(t *testing.T) {
+	w := newWD(t)
+	if err := unix.Mkfifo(filepath.Join(w.Path, "x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- w.Write(map[string][]byte{"x": []byte("data")}) }()
+	select {
+	case err := <-done:
+		if !errors.Is(err, sandbox.ErrInvalid) || !strings.Contains(err.Error(), "not a regular file") {
+			t.Fatalf("Write over a FIFO = %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Write over a FIFO hangs")
 	}
 }

@@ -156,8 +156,12 @@ func Run(ctx context.Context, cmd *exec.Cmd, o Options) (*Outcome, error) {
 	select {
 	case <-waited:
 	case <-time.After(o.Grace):
-		// Kill did not end the main process; do it directly, then wait:
-		// a SIGKILLed child always ends.
+		// Kill did not end the main process; do it directly (and its
+		// process group, when it has one of its own), then wait: a
+		// SIGKILLed child always ends.
+		if cmd.SysProcAttr != nil && cmd.SysProcAttr.Setpgid {
+			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		}
 		cmd.Process.Kill()
 		<-waited
 	}
