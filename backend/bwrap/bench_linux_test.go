@@ -2,10 +2,10 @@ package bwrap
 
 import (
 	"context"
-	"slices"
 	"testing"
 	"time"
 
+	"github.com/execbox/execbox/internal/testutil"
 	"github.com/execbox/execbox/sandbox"
 )
 
@@ -19,7 +19,7 @@ import (
 func BenchmarkPython(b *testing.B) {
 	be := newBackend(b)
 	p := &sandbox.Process{Args: []string{"/usr/bin/python3", "-I", "-S", "-c", "pass"}}
-	sb := create(b, be, sandbox.Spec{})
+	sb := testutil.Create(b, be, sandbox.Spec{})
 	variants := []struct {
 		name string
 		run  func() (*sandbox.Result, error)
@@ -39,9 +39,6 @@ func BenchmarkPython(b *testing.B) {
 		}
 	}
 	for i, v := range variants {
-		ts := times[i]
-		slices.Sort(ts)
-		b.ReportMetric(float64(ts[len(ts)/2].Microseconds())/1000, v.name+"-p50-ms")
-		b.ReportMetric(float64(ts[len(ts)*9/10].Microseconds())/1000, v.name+"-p90-ms")
+		testutil.ReportP50P90(b, v.name+"-", times[i])
 	}
 }

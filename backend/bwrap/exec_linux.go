@@ -17,6 +17,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/execbox/execbox/internal/cgroups"
 	"github.com/execbox/execbox/internal/nsinit"
 	"github.com/execbox/execbox/internal/proc"
 	"github.com/execbox/execbox/internal/rootfs"
@@ -136,30 +137,11 @@ func reasonFor(st *nsinit.Status) sandbox.Reason {
 func (s *Sandbox) applyStats(res *sandbox.Result, killed bool) {
 	after, err := s.cg.Stats()
 	if err != nil {
+		res.Message = strings.TrimSpace(res.Message + " (cgroup stats unavailable: " + err.Error() + ")")
 		return
 	}
-	before := s.last
+	cgroups.Explain(res, s.last, after, s.spec.Limits, killed)
 	s.last = after
-	res.Usage.CPU = max(after.CPU-before.CPU, 0)
-	if after.PeakMemory > 0 {
-		res.Usage.PeakMemory = after.PeakMemory
-	}
-	if killed || res.Succeeded() {
-		return
-	}
-	switch {
-	// An OOM kill explains even a sandbox error: with cgroup v2's
-	// memory.oom.group it takes the init, and its status, with the program.
-	case after.OOMKills > before.OOMKills:
-		res.Reason = sandbox.ReasonMemoryLimit
-		res.Message = fmt.Sprintf("the memory limit of %d bytes was reached; the kernel's OOM killer ended %d process(es)",
-			s.spec.Limits.Memory, after.OOMKills-before.OOMKills)
-	case res.Reason == sandbox.ReasonSandboxError:
-		// A refused fork does not explain a broken sandbox: keep the error.
-	case after.PidsLimitHits > before.PidsLimitHits:
-		res.Reason = sandbox.ReasonPidsLimit
-		res.Message = fmt.Sprintf("the limit of %d processes was reached (a fork or clone failed)", s.spec.Limits.Pids)
-	}
 }
 
 // initConfig is the init's config for p.

@@ -4,28 +4,12 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"slices"
-	"strings"
 	"testing"
 	"time"
 
+	"github.com/execbox/execbox/internal/testutil"
 	"github.com/execbox/execbox/sandbox"
 )
-
-// required reports whether EXECBOX_REQUIRE names the bwrap backend: a
-// missing prerequisite then fails the test instead of skipping it.
-func required() bool {
-	return slices.Contains(strings.Split(os.Getenv("EXECBOX_REQUIRE"), ","), Name)
-}
-
-// skipOrFail skips the test, or fails it when bwrap is required.
-func skipOrFail(t testing.TB, format string, args ...any) {
-	t.Helper()
-	if required() {
-		t.Fatalf(format, args...)
-	}
-	t.Skipf(format, args...)
-}
 
 // workRoot is a fresh work root that uid 65534 can reach (t.TempDir is
 // 0700 root).
@@ -45,17 +29,15 @@ func workRoot(t testing.TB) string {
 // (fails under EXECBOX_REQUIRE=bwrap) where it cannot run.
 func newBackend(t testing.TB) *Backend {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		skipOrFail(t, "bwrap backend tests run as root (euid %d)", os.Geteuid())
-	}
+	testutil.RequiresRoot(t, Name)
 	b := mustBackend(t, sandbox.Settings{WorkRoot: workRoot(t)})
 	if _, err := os.Stat("/proc/self/fd"); err != nil {
-		skipOrFail(t, "no /proc: %v", err)
+		testutil.SkipOrFail(t, Name, "no /proc: %v", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if h := b.Health(ctx); !h.Available {
-		skipOrFail(t, "bwrap backend unavailable: %s", h.Reason)
+		testutil.SkipOrFail(t, Name, "bwrap backend unavailable: %s", h.Reason)
 	}
 	return b
 }
@@ -67,64 +49,6 @@ func mustBackend(t testing.TB, s sandbox.Settings) *Backend {
 		t.Fatalf("New: %v", err)
 	}
 	return sb.(*Backend)
-}
-
-// run is a one-shot run that fails the test on an error.
-func run(t testing.TB, b *Backend, spec sandbox.Spec, args ...string) *sandbox.Result {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	res, err := sandbox.Run(ctx, b, spec, &sandbox.Process{Args: args})
-	if err != nil {
-		t.Fatalf("Run %q: %v", args, err)
-	}
-	return res
-}
-
-func sh(t testing.TB, b *Backend, spec sandbox.Spec, script string) *sandbox.Result {
-	t.Helper()
-	return run(t, b, spec, "/bin/sh", "-c", script)
-}
-
-func py(t testing.TB, b *Backend, spec sandbox.Spec, code string) *sandbox.Result {
-	t.Helper()
-	return run(t, b, spec, "/usr/bin/python3", "-I", "-c", code)
-}
-
-// create makes a sandbox that is closed when the test ends.
-func create(t testing.TB, b *Backend, spec sandbox.Spec) sandbox.Sandbox {
-	t.Helper()
-	sb, err := b.Create(context.Background(), spec)
-	if err != nil {
-		t.Fatalf("Create: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := sb.Close(context.Background()); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-	})
-	return sb
-}
-
-// exec1 runs args in sb, failing the test on an error.
-func exec1(t testing.TB, sb sandbox.Sandbox, args ...string) *sandbox.Result {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	res, err := sb.Exec(ctx, &sandbox.Process{Args: args})
-	if err != nil {
-		t.Errorf("Exec %q: %v", args, err)
-		return &sandbox.Result{Reason: sandbox.ReasonSandboxError, Message: err.Error()}
-	}
-	return res
-}
-
-func wantOK(t testing.TB, res *sandbox.Result) {
-	t.Helper()
-	if !res.Succeeded() {
-		t.Fatalf("program failed: reason=%s exit=%d signal=%s message=%q stdout=%q stderr=%q",
-			res.Reason, res.ExitCode, res.Signal, res.Message, res.Stdout, res.Stderr)
-	}
 }
 
 func tail(s string) string {

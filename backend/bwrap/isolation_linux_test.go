@@ -2,16 +2,14 @@ package bwrap
 
 import (
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 
+	"github.com/execbox/execbox/internal/testutil"
 	"github.com/execbox/execbox/sandbox"
 )
 
@@ -19,114 +17,14 @@ import (
 // secrets invisible.
 func TestSeed004Checks(t *testing.T) {
 	b := newBackend(t)
-
-	t.Run("uid_65534", func(t *testing.T) {
-		res := sh(t, b, sandbox.Spec{}, "id -u; id -g; id -G")
-		wantOK(t, res)
-		if res.Stdout != "65534\n65534\n65534\n" {
-			t.Fatalf("ids inside = %q, want 65534 for uid, gid and groups", res.Stdout)
-		}
-	})
-
-	t.Run("uid_65534_on_host", func(t *testing.T) {
-		sb := create(t, b, sandbox.Spec{})
-		res := exec1(t, sb, "/bin/sh", "-c", "echo x > owned")
-		wantOK(t, res)
-		st, err := os.Lstat(filepath.Join(sb.(*Sandbox).wd.Path, "owned"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if uid := st.Sys().(*syscall.Stat_t).Uid; uid != 65534 {
-			t.Fatalf("a file the program wrote is owned by host uid %d, want 65534", uid)
-		}
-	})
-
-	t.Run("root_read_only", func(t *testing.T) {
-		res := sh(t, b, sandbox.Spec{}, `for p in /x /etc/x /usr/x /bin/x /dev/x /proc/x /etc/passwd; do
-  if ( echo x > $p ) 2>/dev/null; then echo "wrote $p"; fi
-done
-for p in /usr/bin/true /etc/passwd; do
-  if ( : >> $p ) 2>/dev/null; then echo "appended $p"; fi
-done
-mkdir /newdir 2>/dev/null && echo "made /newdir"
-chmod 777 / 2>/dev/null && echo "chmod /"
-echo ok > /tmp/x && echo ok > /work/x && cat /tmp/x /work/x`)
-		wantOK(t, res)
-		if res.Stdout != "ok\nok\n" {
-			t.Fatalf("writes outside /tmp and /work succeeded (or /tmp, /work failed): %q %q", res.Stdout, res.Stderr)
-		}
-	})
-
-	t.Run("network_unreachable", func(t *testing.T) {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer ln.Close()
-		go func() {
-			for {
-				c, err := ln.Accept()
-				if err != nil {
-					return
-				}
-				c.Write([]byte("host"))
-				c.Close()
-			}
-		}()
-		port := ln.Addr().(*net.TCPAddr).Port
-		res := py(t, b, sandbox.Spec{}, fmt.Sprintf(`
-import socket
-for host, port in [("1.1.1.1", 53), ("127.0.0.1", %d), ("8.8.8.8", 443)]:
-    s = socket.socket()
-    s.settimeout(3)
-    try:
-        s.connect((host, port))
-        print("connected", host, port, s.recv(10))
-    except OSError as e:
-        print("refused", host, port, type(e).__name__)
-print("interfaces", sorted(n for _, n in socket.if_nameindex()))
-`, port))
-		wantOK(t, res)
-		if strings.Contains(res.Stdout, "connected") {
-			t.Fatalf("the sandbox reached the network:\n%s", res.Stdout)
-		}
-		if strings.Count(res.Stdout, "refused") != 3 || !strings.Contains(res.Stdout, "interfaces ['lo']") {
-			t.Fatalf("unexpected network view:\n%s%s", res.Stdout, res.Stderr)
-		}
-		// The same listener is reachable with the host network: the check
-		// above can fail.
-		res = py(t, b, sandbox.Spec{Policy: sandbox.Policy{Network: sandbox.NetworkHost}}, fmt.Sprintf(`
-import socket
-s = socket.create_connection(("127.0.0.1", %d), timeout=3)
-print(s.recv(10).decode())`, port))
-		wantOK(t, res)
-		if res.Stdout != "host\n" {
-			t.Fatalf("with network=host the host listener was not reachable: %q %q", res.Stdout, res.Stderr)
-		}
-	})
-
-	t.Run("host_secrets_invisible", func(t *testing.T) {
-		secret := "execbox-secret-" + strconv.FormatInt(time.Now().UnixNano(), 36)
-		t.Setenv("EXECBOX_BWRAP_SECRET", secret)
-		dir := t.TempDir()
-		file := filepath.Join(dir, "secret.txt")
-		if err := os.WriteFile(file, []byte(secret), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		res := sh(t, b, sandbox.Spec{}, `env; cat /proc/self/environ /proc/1/environ /proc/1/cmdline 2>/dev/null | tr '\0' '\n'
-for p in `+file+` `+dir+` /root /home /var /run /var/run/docker.sock /proc/1/root/`+file+`; do
-  if [ -e "$p" ]; then echo "visible: $p"; fi
-done
-cat `+file+` 2>/dev/null
-ls /proc/1/root/ 2>/dev/null && echo "init root listed"
-true`)
-		wantOK(t, res)
-		if strings.Contains(res.Stdout, secret) || strings.Contains(res.Stdout, "visible") || strings.Contains(res.Stdout, "init root listed") {
-			t.Fatalf("a host secret reached the sandbox:\n%s", res.Stdout)
-		}
-		if !strings.Contains(res.Stdout, "HOME=/work") {
-			t.Fatalf("env did not run: %q %q", res.Stdout, res.Stderr)
-		}
+	testutil.Seed004(t, b, testutil.Seed004Opts{
+		WorkDir:     func(sb sandbox.Sandbox) string { return sb.(*Sandbox).wd.Path },
+		WritePaths:  []string{"/x", "/etc/x", "/usr/x", "/bin/x", "/dev/x", "/proc/x", "/etc/passwd"},
+		AppendPaths: []string{"/usr/bin/true", "/etc/passwd"},
+		MoreWrites:  `chmod 777 / 2>/dev/null && echo "chmod /"`,
+		SecretEnv:   "EXECBOX_BWRAP_SECRET",
+		ProcFiles:   []string{"/proc/self/environ", "/proc/1/environ", "/proc/1/cmdline"},
+		InitRoot:    true,
 	})
 }
 
@@ -134,12 +32,12 @@ true`)
 // network namespace.
 func TestHostNetworkInvisible(t *testing.T) {
 	b := newBackend(t)
-	res := sh(t, b, sandbox.Spec{}, `sleep 1 & for f in /proc/net/dev /proc/[0-9]*/net/dev /proc/[0-9]*/task/[0-9]*/net/dev; do
+	res := testutil.Sh(t, b, sandbox.Spec{}, `sleep 1 & for f in /proc/net/dev /proc/[0-9]*/net/dev /proc/[0-9]*/task/[0-9]*/net/dev; do
   test -r "$f" || continue
   echo "$f"
   tail -n +3 "$f" | cut -d: -f1 | tr -d ' '
 done; kill $! 2>/dev/null; true`)
-	wantOK(t, res)
+	testutil.WantOK(t, res)
 	seen := 0
 	for _, line := range strings.Split(strings.TrimSpace(res.Stdout), "\n") {
 		if strings.HasPrefix(line, "/proc/") {
@@ -161,8 +59,8 @@ done; kill $! 2>/dev/null; true`)
 func TestPrivilegesDropped(t *testing.T) {
 	b := newBackend(t)
 	t.Run("capability_sets_zero", func(t *testing.T) {
-		res := sh(t, b, sandbox.Spec{}, `grep -E '^(Cap(Inh|Prm|Eff|Bnd|Amb)|NoNewPrivs|Seccomp):' /proc/self/status`)
-		wantOK(t, res)
+		res := testutil.Sh(t, b, sandbox.Spec{}, `grep -E '^(Cap(Inh|Prm|Eff|Bnd|Amb)|NoNewPrivs|Seccomp):' /proc/self/status`)
+		testutil.WantOK(t, res)
 		want := map[string]string{"CapInh": "0000000000000000", "CapPrm": "0000000000000000", "CapEff": "0000000000000000",
 			"CapBnd": "0000000000000000", "CapAmb": "0000000000000000", "NoNewPrivs": "1", "Seccomp": "2"}
 		got := map[string]string{}
@@ -183,7 +81,7 @@ func TestPrivilegesDropped(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer func() { victim.Process.Kill(); victim.Wait() }()
-		res := py(t, b, sandbox.Spec{}, fmt.Sprintf(`
+		res := testutil.Py(t, b, sandbox.Spec{}, fmt.Sprintf(`
 import ctypes, os, subprocess, signal
 libc = ctypes.CDLL(None, use_errno=True)
 def try_(name, f):
@@ -211,7 +109,7 @@ for s in (signal.SIGKILL, signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.S
 import time; time.sleep(0.2)
 print("survived")
 `, victim.Process.Pid))
-		wantOK(t, res)
+		testutil.WantOK(t, res)
 		lines := strings.Split(strings.TrimSpace(res.Stdout), "\n")
 		if len(lines) != 13 || lines[12] != "survived" {
 			t.Fatalf("expected 12 results and survived, got:\n%s%s", res.Stdout, res.Stderr)
@@ -238,10 +136,10 @@ func TestUTSAndPIDIsolation(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { marker.Process.Kill(); marker.Wait() }()
-	res := sh(t, b, sandbox.Spec{}, fmt.Sprintf(`hostname; cat /etc/hostname; ls /proc | grep -c '^[0-9]'
+	res := testutil.Sh(t, b, sandbox.Spec{}, fmt.Sprintf(`hostname; cat /etc/hostname; ls /proc | grep -c '^[0-9]'
 grep -l "31[.]0415" /proc/[0-9]*/cmdline 2>/dev/null | wc -l
 kill -9 %d 2>/dev/null && echo killed; true`, marker.Process.Pid))
-	wantOK(t, res)
+	testutil.WantOK(t, res)
 	lines := strings.Split(strings.TrimSpace(res.Stdout), "\n")
 	if len(lines) != 4 {
 		t.Fatalf("output: %q %q", res.Stdout, res.Stderr)
@@ -278,7 +176,7 @@ func TestArtifactSymlinkNotFollowed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantOK(t, res)
+	testutil.WantOK(t, res)
 	if len(res.Artifacts) != 1 || res.Artifacts[0].Path != "real.txt" {
 		t.Fatalf("artifacts %+v", res.Artifacts)
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/execbox/execbox/internal/testutil"
 	"github.com/execbox/execbox/sandbox"
 )
 
@@ -26,11 +27,11 @@ func TestExtraMounts(t *testing.T) {
 		{Source: filepath.Join(ro, "in.txt"), Target: "/etc/extra.txt"},
 		{Source: ro, Target: "/tmp/below"},
 	}}}
-	res := sh(t, b, spec, `cat /data/in.txt /etc/extra.txt /tmp/below/in.txt; echo
+	res := testutil.Sh(t, b, spec, `cat /data/in.txt /etc/extra.txt /tmp/below/in.txt; echo
 echo x > /data/new 2>/dev/null && echo wrote-ro
 echo x > /etc/extra.txt 2>/dev/null && echo wrote-ro-file
 echo y > /out/new && echo wrote-rw`)
-	wantOK(t, res)
+	testutil.WantOK(t, res)
 	if res.Stdout != "from-hostfrom-hostfrom-host\nwrote-rw\n" {
 		t.Fatalf("got %q %q", res.Stdout, res.Stderr)
 	}
@@ -75,9 +76,9 @@ func TestMountAndRootFSValidation(t *testing.T) {
 			}
 		})
 	}
-	res := sh(t, b, sandbox.Spec{Policy: sandbox.Policy{RootFS: []string{"/usr", "/bin", "/lib", "/lib64"}}},
+	res := testutil.Sh(t, b, sandbox.Spec{Policy: sandbox.Policy{RootFS: []string{"/usr", "/bin", "/lib", "/lib64"}}},
 		"ls /etc | tr '\n' ' '; test -e /etc/ssl && echo ssl; true")
-	wantOK(t, res)
+	testutil.WantOK(t, res)
 	if strings.TrimSpace(res.Stdout) != "group hostname hosts passwd" {
 		t.Fatalf("/etc with a custom rootfs: %q", res.Stdout)
 	}
@@ -86,21 +87,21 @@ func TestMountAndRootFSValidation(t *testing.T) {
 // python3 and node start and work in the default rootfs, as nobody.
 func TestInterpretersStart(t *testing.T) {
 	b := newBackend(t)
-	res := py(t, b, sandbox.Spec{}, `
+	res := testutil.Py(t, b, sandbox.Spec{}, `
 import ssl, json, sqlite3, hashlib, pwd, getpass, multiprocessing
 ctx = ssl.create_default_context()
 print(len(ctx.get_ca_certs()) > 0, pwd.getpwuid(65534).pw_name, getpass.getuser())
 with multiprocessing.Pool(2) as p:
     print(sum(p.map(abs, [-1, -2])))`)
-	wantOK(t, res)
+	testutil.WantOK(t, res)
 	if res.Stdout != "True nobody nobody\n3\n" {
 		t.Fatalf("python: %q %q", res.Stdout, res.Stderr)
 	}
 	if _, err := os.Stat("/usr/bin/node"); err != nil {
 		t.Skip("node is not installed")
 	}
-	res = run(t, b, sandbox.Spec{}, "node", "-e", `console.log(require("os").userInfo().username, require("tls").rootCertificates.length > 0)`)
-	wantOK(t, res)
+	res = testutil.Run(t, b, sandbox.Spec{}, "node", "-e", `console.log(require("os").userInfo().username, require("tls").rootCertificates.length > 0)`)
+	testutil.WantOK(t, res)
 	if res.Stdout != "nobody true\n" {
 		t.Fatalf("node: %q %q", res.Stdout, res.Stderr)
 	}

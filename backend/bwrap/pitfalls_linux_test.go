@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/execbox/execbox/internal/testutil"
 	"github.com/execbox/execbox/sandbox"
 )
 
@@ -22,13 +23,13 @@ import (
 func rawBwrap(t *testing.T, asRoot bool, extra []*os.File, script string) string {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		skipOrFail(t, "bwrap backend tests run as root (euid %d)", os.Geteuid())
+		testutil.SkipOrFail(t, Name, "bwrap backend tests run as root (euid %d)", os.Geteuid())
 	}
 	// Not through a Backend: its Exec would mark the test's inherited fds
 	// close-on-exec.
 	bw, err := exec.LookPath("bwrap")
 	if err != nil {
-		skipOrFail(t, "bwrap: %v", err)
+		testutil.SkipOrFail(t, Name, "bwrap: %v", err)
 	}
 	args := []string{"--unshare-all", "--die-with-parent", "--uid", "65534", "--gid", "65534",
 		"--ro-bind", "/usr", "/usr", "--symlink", "usr/bin", "/bin", "--symlink", "usr/lib", "/lib",
@@ -88,9 +89,9 @@ func descendants(t *testing.T) []hostProc {
 func whileRunning(t *testing.T, b *Backend, f func(bwrap, init, program hostProc)) {
 	t.Helper()
 	const marker = "7.31415"
-	sb := create(t, b, sandbox.Spec{})
+	sb := testutil.Create(t, b, sandbox.Spec{})
 	done := make(chan *sandbox.Result, 1)
-	go func() { done <- exec1(t, sb, "/bin/sleep", marker) }()
+	go func() { done <- testutil.Exec(t, sb, "/bin/sleep", marker) }()
 	defer func() { sb.Close(t.Context()); <-done }()
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		var bw, in, pr hostProc
@@ -126,7 +127,7 @@ func TestPitfallPID1Environ(t *testing.T) {
 		t.Fatalf("control: plain bwrap's PID 1 did not show the launcher's environment: %q", out)
 	}
 	b := newBackend(t)
-	res := sh(t, b, sandbox.Spec{}, `for f in /proc/[0-9]*/environ /proc/[0-9]*/cmdline; do tr '\0' '\n' < $f 2>/dev/null; done; cat /proc/1/environ 2>&1`)
+	res := testutil.Sh(t, b, sandbox.Spec{}, `for f in /proc/[0-9]*/environ /proc/[0-9]*/cmdline; do tr '\0' '\n' < $f 2>/dev/null; done; cat /proc/1/environ 2>&1`)
 	if strings.Contains(res.Stdout, secret) {
 		t.Fatalf("the launcher's environment is readable in the sandbox:\n%s", res.Stdout)
 	}
@@ -176,7 +177,7 @@ func TestPitfallInheritedFDs(t *testing.T) {
 	b := newBackend(t)
 	inherit(101)
 	fd2 := 101
-	res := py(t, b, sandbox.Spec{}, `
+	res := testutil.Py(t, b, sandbox.Spec{}, `
 import os
 open_fds = []
 for fd in range(3, 4096):
@@ -186,7 +187,7 @@ for fd in range(3, 4096):
     except OSError:
         pass
 print(sorted(int(x) for x in os.listdir("/proc/self/fd")), open_fds)`)
-	wantOK(t, res)
+	testutil.WantOK(t, res)
 	if strings.TrimSpace(res.Stdout) != "[0, 1, 2, 3] []" {
 		t.Fatalf("fds in the program: %q (want only 0-2, plus listdir's own)", res.Stdout)
 	}
@@ -227,14 +228,14 @@ func TestPitfallDevShm(t *testing.T) {
 	}
 	b := newBackend(t)
 	spec := sandbox.Spec{Limits: sandbox.Limits{TmpSize: 8 * sandbox.MiB}}
-	res := sh(t, b, spec, `ls /dev | tr '\n' ' '; echo
+	res := testutil.Sh(t, b, spec, `ls /dev | tr '\n' ' '; echo
 echo x > /dev/null && head -c 4 /dev/zero | wc -c && head -c 4 /dev/urandom | wc -c
 head -c 6M /dev/zero > /dev/shm/a && echo wrote-6M
 head -c 6M /dev/zero > /tmp/b 2>/dev/null || echo tmp-full
 head -c 6M /dev/zero > /dev/shm/c 2>/dev/null || echo shm-full
 touch /dev/x 2>/dev/null && echo dev-writable
 mknod /tmp/n c 1 3 2>/dev/null && echo mknod-ok; true`)
-	wantOK(t, res)
+	testutil.WantOK(t, res)
 	want := "fd full null random shm stderr stdin stdout urandom zero \n4\n4\nwrote-6M\ntmp-full\nshm-full\n"
 	if res.Stdout != want {
 		t.Fatalf("got %q, want %q (stderr %q)", res.Stdout, want, res.Stderr)
@@ -280,13 +281,13 @@ func TestPitfallSeccomp(t *testing.T) {
 		t.Fatalf("control: plain bwrap: %q", out)
 	}
 	b := newBackend(t)
-	res := py(t, b, sandbox.Spec{}, `
+	res := testutil.Py(t, b, sandbox.Spec{}, `
 import ctypes, os
 libc = ctypes.CDLL(None, use_errno=True)
 print(open("/proc/self/status").read().split("Seccomp:")[1].split()[0])
 r = libc.syscall(250, 1, 0)  # keyctl: allowed by the kernel, denied by the filter
 print(r, os.strerror(ctypes.get_errno()))`)
-	wantOK(t, res)
+	testutil.WantOK(t, res)
 	if res.Stdout != "2\n-1 Operation not permitted\n" {
 		t.Fatalf("seccomp in the program: %q %q", res.Stdout, res.Stderr)
 	}

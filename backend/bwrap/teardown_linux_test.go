@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/execbox/execbox/internal/rootfs"
+	"github.com/execbox/execbox/internal/testutil"
 	"github.com/execbox/execbox/sandbox"
 )
 
@@ -55,7 +56,7 @@ func TestReconcileRemovesLeftovers(t *testing.T) {
 		t.Fatalf("the live backend's dir was removed: %v", err)
 	}
 	// The live backend still works.
-	wantOK(t, sh(t, b, sandbox.Spec{}, "true"))
+	testutil.WantOK(t, testutil.Sh(t, b, sandbox.Spec{}, "true"))
 }
 
 // Close removes the sandbox's dir and every mount in it, and leaves the

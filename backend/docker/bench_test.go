@@ -16,6 +16,7 @@ import (
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
 
+	"github.com/execbox/execbox/internal/testutil"
 	"github.com/execbox/execbox/sandbox"
 )
 
@@ -238,8 +239,7 @@ func measureWith(b *testing.B, setup, f func() error) {
 		ds = append(ds, time.Since(start))
 	}
 	b.StopTimer()
-	slices.Sort(ds)
-	b.ReportMetric(float64(ds[len(ds)/2].Microseconds())/1000, "p50-ms")
+	testutil.ReportP50(b, "", ds)
 }
 
 func check(res *sandbox.Result, err error) error {

@@ -14,6 +14,7 @@ import (
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
 
+	"github.com/execbox/execbox/internal/testutil"
 	"github.com/execbox/execbox/sandbox"
 )
 
@@ -237,7 +238,7 @@ func TestLimitsBothSides(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			res := sh(t, b, sandbox.Spec{Limits: tc.limits}, tc.script)
+			res := testutil.Sh(t, b, sandbox.Spec{Limits: tc.limits}, tc.script)
 			if !tc.check(res) {
 				t.Errorf("%s", describe(res))
 			}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -12,23 +11,9 @@ import (
 
 	"github.com/moby/moby/client"
 
+	"github.com/execbox/execbox/internal/testutil"
 	"github.com/execbox/execbox/sandbox"
 )
-
-// required reports whether EXECBOX_REQUIRE names the docker backend: a
-// missing engine or image then fails the test instead of skipping it.
-func required() bool {
-	return slices.Contains(strings.Split(os.Getenv("EXECBOX_REQUIRE"), ","), Name)
-}
-
-// skipOrFail skips the test, or fails it when docker is required.
-func skipOrFail(t testing.TB, format string, args ...any) {
-	t.Helper()
-	if required() {
-		t.Fatalf(format, args...)
-	}
-	t.Skipf(format, args...)
-}
 
 // testImage is the image the tests run; EXECBOX_DOCKER_IMAGE overrides it.
 func testImage() string {
@@ -56,7 +41,7 @@ var probe = sync.OnceValue(func() sandbox.Health {
 func newBackend(t testing.TB, cfg Config) *Backend {
 	t.Helper()
 	if h := probe(); !h.Ready {
-		skipOrFail(t, "docker backend not ready (DOCKER_HOST=%q): %s", os.Getenv("DOCKER_HOST"), h.Reason)
+		testutil.SkipOrFail(t, Name, "docker backend not ready (DOCKER_HOST=%q): %s", os.Getenv("DOCKER_HOST"), h.Reason)
 	}
 	if cfg.Image == "" {
 		cfg.Image = testImage()
@@ -73,28 +58,11 @@ func newBackend(t testing.TB, cfg Config) *Backend {
 	return b
 }
 
-// run is a one-shot run that fails the test on an error.
-func run(t testing.TB, b *Backend, spec sandbox.Spec, args ...string) *sandbox.Result {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	res, err := sandbox.Run(ctx, b, spec, &sandbox.Process{Args: args})
-	if err != nil {
-		t.Fatalf("Run %q: %v", args, err)
-	}
-	return res
-}
-
-// sh runs a shell script in a fresh sandbox.
-func sh(t testing.TB, b *Backend, spec sandbox.Spec, script string) *sandbox.Result {
-	t.Helper()
-	return run(t, b, spec, "/bin/sh", "-c", script)
-}
-
-// py runs a Python program in a fresh sandbox.
+// py runs a Python program in a fresh sandbox: the image's python3, not
+// the host's testutil.Python.
 func py(t testing.TB, b *Backend, spec sandbox.Spec, code string) *sandbox.Result {
 	t.Helper()
-	return run(t, b, spec, "python3", "-I", "-c", code)
+	return testutil.Run(t, b, spec, "python3", "-I", "-c", code)
 }
 
 // create makes a sandbox that is closed when the test ends.
@@ -151,10 +119,7 @@ func newRunscBackend(t testing.TB) *Backend {
 	defer cancel()
 	if h := b.Health(ctx); !h.Ready {
 		msg := "docker runtime runsc not ready: " + h.Reason
-		if slices.Contains(strings.Split(os.Getenv("EXECBOX_REQUIRE"), ","), "docker-runsc") {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
+		testutil.SkipOrFail(t, "docker-runsc", "%s", msg)
 	}
 	return b
 }

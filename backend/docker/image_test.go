@@ -9,6 +9,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/execbox/execbox/internal/image"
+	"github.com/execbox/execbox/internal/testutil"
 	"github.com/execbox/execbox/sandbox"
 )
 
@@ -18,7 +19,7 @@ func TestImportOffline(t *testing.T) {
 	b := newBackend(t, Config{})
 	r, err := image.Lookup("python", "/")
 	if err != nil {
-		skipOrFail(t, "no host python to build from: %v", err)
+		testutil.SkipOrFail(t, Name, "no host python to build from: %v", err)
 	}
 	const ref = "execbox-python:offline-test"
 	ctx := context.Background()

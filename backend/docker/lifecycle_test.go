@@ -18,6 +18,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/execbox/execbox/internal/image"
+	"github.com/execbox/execbox/internal/testutil"
 	"github.com/execbox/execbox/sandbox"
 )
 
@@ -62,7 +63,7 @@ func TestNoOrphans(t *testing.T) {
 	b := newBackend(t, Config{})
 	ctx := context.Background()
 
-	res := sh(t, b, sandbox.Spec{Limits: sandbox.Limits{Wall: time.Second}}, "sleep 100 & setsid sleep 100 & echo started; wait")
+	res := testutil.Sh(t, b, sandbox.Spec{Limits: sandbox.Limits{Wall: time.Second}}, "sleep 100 & setsid sleep 100 & echo started; wait")
 	if res.Reason != sandbox.ReasonTimeout {
 		t.Errorf("timed-out run: %s", describe(res))
 	}
@@ -269,7 +270,7 @@ func TestBackendClose(t *testing.T) {
 func TestEngineDownAndBack(t *testing.T) {
 	newBackend(t, Config{}) // gate: the test engine works here
 	if os.Geteuid() != 0 {
-		skipOrFail(t, "starting a second dockerd needs root")
+		testutil.SkipOrFail(t, Name, "starting a second dockerd needs root")
 	}
 	script, err := filepath.Abs("../../scripts/dockerd.sh")
 	if err != nil {
@@ -281,7 +282,7 @@ func TestEngineDownAndBack(t *testing.T) {
 		cmd := exec.Command("bash", script, action)
 		cmd.Env = append(os.Environ(), "EXECBOX_DOCKERD_RUN="+run, "EXECBOX_DOCKERD_DATA="+data)
 		if out, err := cmd.CombinedOutput(); err != nil {
-			skipOrFail(t, "scripts/dockerd.sh %s: %v\n%s", action, err, out)
+			testutil.SkipOrFail(t, Name, "scripts/dockerd.sh %s: %v\n%s", action, err, out)
 		}
 	}
 	dockerd("start")
@@ -292,7 +293,7 @@ func TestEngineDownAndBack(t *testing.T) {
 	if _, err := b.cli.ImageInspect(ctx, b.cfg.Image); err != nil {
 		importImage(t, host, b.cfg.Image)
 	}
-	if res := sh(t, b, sandbox.Spec{}, "echo up"); res.Stdout != "up\n" {
+	if res := testutil.Sh(t, b, sandbox.Spec{}, "echo up"); res.Stdout != "up\n" {
 		t.Fatalf("before: %s", describe(res))
 	}
 
@@ -308,7 +309,7 @@ func TestEngineDownAndBack(t *testing.T) {
 	t.Logf("engine down: health %q; run: %v", h.Reason, err)
 
 	dockerd("start")
-	if res := sh(t, b, sandbox.Spec{}, "echo back"); res.Stdout != "back\n" {
+	if res := testutil.Sh(t, b, sandbox.Spec{}, "echo back"); res.Stdout != "back\n" {
 		t.Errorf("after the engine came back: %s", describe(res))
 	}
 	if h := b.Health(ctx); !h.Ready {
@@ -325,7 +326,7 @@ func importImage(t *testing.T, host, ref string) {
 	defer importOnce.Unlock()
 	r, err := image.Lookup("python", "/")
 	if err != nil {
-		skipOrFail(t, "no offline image recipe on this host: %v", err)
+		testutil.SkipOrFail(t, Name, "no offline image recipe on this host: %v", err)
 	}
 	if _, _, err := ImportOffline(context.Background(), host, r, ref, image.Options{}); err != nil {
 		t.Fatalf("importing %s into %s: %v", ref, host, err)

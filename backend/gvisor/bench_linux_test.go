@@ -3,11 +3,10 @@ package gvisor
 import (
 	"context"
 	"os/exec"
-	"slices"
-	"strconv"
 	"testing"
 	"time"
 
+	"github.com/execbox/execbox/internal/testutil"
 	"github.com/execbox/execbox/sandbox"
 )
 
@@ -29,7 +28,7 @@ func BenchmarkPython(b *testing.B) {
 	gb := newBackend(b)
 	args := []string{"/usr/bin/python3", "-I", "-S", "-c", "pass"}
 	p := &sandbox.Process{Args: args}
-	live := create(b, gb, sandbox.Spec{})
+	live := testutil.Create(b, gb, sandbox.Spec{})
 	r := gb.hostEnv().runsc
 	doRoot := b.TempDir()
 	variants := []struct {
@@ -41,8 +40,8 @@ func BenchmarkPython(b *testing.B) {
 			cmd.Env = []string{"PATH=/usr/bin:/bin"}
 			return cmd.Run()
 		}},
-		{"gvisor", func() error { return check(sandbox.Run(context.Background(), gb, sandbox.Spec{}, p)) }},
-		{"gvisor-exec", func() error { return check(live.Exec(context.Background(), p)) }},
+		{"gvisor", func() error { return testutil.Check(sandbox.Run(context.Background(), gb, sandbox.Spec{}, p)) }},
+		{"gvisor-exec", func() error { return testutil.Check(live.Exec(context.Background(), p)) }},
 		{"runsc-do", func() error {
 			cmd := exec.Command(r.path, append([]string{"--root=" + doRoot, "--platform=" + r.platform, "--network=none", "do"}, args...)...)
 			cmd.Env = []string{"PATH=/usr/bin:/bin"}
@@ -70,28 +69,7 @@ func BenchmarkPython(b *testing.B) {
 	}
 	b.StopTimer()
 	for i, v := range variants {
-		ds := times[i]
-		slices.Sort(ds)
-		b.ReportMetric(ms(ds[len(ds)/2]), v.name+"-p50-ms")
-		b.ReportMetric(ms(ds[len(ds)*9/10]), v.name+"-p90-ms")
+		testutil.ReportP50P90(b, v.name+"-", times[i])
 	}
 	b.ReportMetric(0, "ns/op") // the sum over variants means nothing
-}
-
-func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-
-func check(res *sandbox.Result, err error) error {
-	if err != nil {
-		return err
-	}
-	if !res.Succeeded() {
-		return &exitError{res}
-	}
-	return nil
-}
-
-type exitError struct{ res *sandbox.Result }
-
-func (e *exitError) Error() string {
-	return "program failed: " + string(e.res.Reason) + " " + strconv.Itoa(e.res.ExitCode) + " " + e.res.Message + " " + e.res.Stderr
 }

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/execbox/execbox/internal/testutil"
 	"github.com/execbox/execbox/sandbox"
 )
 
@@ -33,7 +34,7 @@ func TestWaitStatusUnderLoad(t *testing.T) {
 	fallbacks := 0
 	var wg sync.WaitGroup
 	for g := range 4 {
-		sb := create(t, b, sandbox.Spec{})
+		sb := testutil.Create(t, b, sandbox.Spec{})
 		s := sb.(*Sandbox)
 		wg.Go(func() {
 			for i := range 16 {
@@ -64,7 +65,7 @@ func TestWaitStatusUnderLoad(t *testing.T) {
 // "program_not_found"), not a sandbox error; one that is there runs.
 func TestProgramNotFound(t *testing.T) {
 	b := newBackend(t)
-	sb := create(t, b, sandbox.Spec{})
+	sb := testutil.Create(t, b, sandbox.Spec{})
 	for _, args := range [][]string{{"/no/such/program"}, {"no-such-program-anywhere"}} {
 		res, err := sb.Exec(t.Context(), &sandbox.Process{Args: args})
 		if !errors.Is(err, sandbox.ErrInvalid) || sandbox.CodeOf(err) != "program_not_found" {
@@ -74,6 +75,6 @@ func TestProgramNotFound(t *testing.T) {
 		t.Logf("%q: %v", args, err)
 	}
 	for _, args := range [][]string{{"/usr/bin/true"}, {"true"}} {
-		wantOK(t, exec1(t, sb, args...))
+		testutil.WantOK(t, testutil.Exec(t, sb, args...))
 	}
 }

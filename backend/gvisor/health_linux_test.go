@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/execbox/execbox/internal/testutil"
 	"github.com/execbox/execbox/sandbox"
 )
 
@@ -47,7 +48,7 @@ func TestHealth(t *testing.T) {
 func rootOnly(t *testing.T) {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		skipOrFail(t, "gvisor backend tests run as root (euid %d)", os.Geteuid())
+		testutil.SkipOrFail(t, Name, "gvisor backend tests run as root (euid %d)", os.Geteuid())
 	}
 }
 

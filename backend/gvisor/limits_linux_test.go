@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/execbox/execbox/internal/testutil"
 	"github.com/execbox/execbox/sandbox"
 )
 
@@ -14,7 +15,7 @@ import (
 func TestMemoryLimit(t *testing.T) {
 	b := newBackend(t)
 	spec := sandbox.Spec{Limits: sandbox.Limits{Memory: 128 * sandbox.MiB}}
-	res := py(t, b, spec, `
+	res := testutil.Py(t, b, spec, `
 x = []
 while True:
     x.append(bytearray(1 << 20))`)
@@ -29,18 +30,18 @@ while True:
 	t.Logf("bomb: %s (%s); enforcement: %s", res.Reason, res.Message, res.Enforcement["memory"])
 
 	// The other side: 48 MiB touched under the same limit.
-	res = py(t, b, spec, `
+	res = testutil.Py(t, b, spec, `
 x = bytearray(48 << 20)
 for i in range(0, len(x), 4096):
     x[i] = 1
 print("ok", sum(x[::4096]))`)
-	wantOK(t, res)
+	testutil.WantOK(t, res)
 	if !strings.HasPrefix(res.Stdout, "ok ") || res.Usage.PeakMemory < 48*sandbox.MiB {
 		t.Fatalf("48 MiB under a 128 MiB limit: %q peak %d", res.Stdout, res.Usage.PeakMemory)
 	}
 	// The sentry sizes its memory to the limit.
-	res = sh(t, b, spec, "head -1 /proc/meminfo")
-	wantOK(t, res)
+	res = testutil.Sh(t, b, spec, "head -1 /proc/meminfo")
+	testutil.WantOK(t, res)
 	if got := strings.Join(strings.Fields(res.Stdout), " "); got != "MemTotal: 131072 kB" {
 		t.Errorf("MemTotal inside = %q, want the 128 MiB limit", got)
 	}
@@ -50,11 +51,11 @@ print("ok", sum(x[::4096]))`)
 func TestFilesystemSizes(t *testing.T) {
 	b := newBackend(t)
 	spec := sandbox.Spec{Limits: sandbox.Limits{TmpSize: 8 * sandbox.MiB, WorkSize: 8 * sandbox.MiB}}
-	res := sh(t, b, spec, `for d in /tmp /dev/shm /work; do
+	res := testutil.Sh(t, b, spec, `for d in /tmp /dev/shm /work; do
   head -c 6M /dev/zero > $d/a && echo "$d 6M ok"
   head -c 4M /dev/zero > $d/b 2>/dev/null || echo "$d full"
 done`)
-	wantOK(t, res)
+	testutil.WantOK(t, res)
 	want := "/tmp 6M ok\n/tmp full\n/dev/shm 6M ok\n/dev/shm full\n/work 6M ok\n/work full\n"
 	if res.Stdout != want {
 		t.Fatalf("got %q (stderr %q), want %q", res.Stdout, res.Stderr, want)
@@ -67,7 +68,7 @@ func TestRlimits(t *testing.T) {
 	b := newBackend(t)
 	t.Run("nofile", func(t *testing.T) {
 		spec := sandbox.Spec{Limits: sandbox.Limits{NoFile: 64}}
-		res := py(t, b, spec, `
+		res := testutil.Py(t, b, spec, `
 import resource
 fs = []
 try:
@@ -76,24 +77,24 @@ try:
 except OSError as e:
     print("stopped", type(e).__name__)
 print(resource.getrlimit(resource.RLIMIT_NOFILE), len(fs))`)
-		wantOK(t, res)
+		testutil.WantOK(t, res)
 		if !strings.HasPrefix(res.Stdout, "stopped OSError\n(64, 64) ") {
 			t.Fatalf("100 files under nofile 64: %q %q", res.Stdout, res.Stderr)
 		}
-		res = py(t, b, spec, `fs = [open("/dev/null") for i in range(50)]; print(len(fs))`)
-		wantOK(t, res)
+		res = testutil.Py(t, b, spec, `fs = [open("/dev/null") for i in range(50)]; print(len(fs))`)
+		testutil.WantOK(t, res)
 		if res.Stdout != "50\n" {
 			t.Fatalf("50 files under nofile 64: %q %q", res.Stdout, res.Stderr)
 		}
 	})
 	t.Run("file_size", func(t *testing.T) {
 		spec := sandbox.Spec{Limits: sandbox.Limits{FileSize: 1 * sandbox.MiB}}
-		res := run(t, b, spec, "/bin/sh", "-c", "exec head -c 2M /dev/zero > /work/f")
+		res := testutil.Run(t, b, spec, "/bin/sh", "-c", "exec head -c 2M /dev/zero > /work/f")
 		if res.Reason != sandbox.ReasonFileSizeLimit || res.Signal != "SIGXFSZ" {
 			t.Fatalf("2 MiB under file_size 1 MiB: reason %s signal %q exit %d stderr %q", res.Reason, res.Signal, res.ExitCode, res.Stderr)
 		}
-		res = run(t, b, spec, "/bin/sh", "-c", "exec head -c 1M /dev/zero > /work/f")
-		wantOK(t, res)
+		res = testutil.Run(t, b, spec, "/bin/sh", "-c", "exec head -c 1M /dev/zero > /work/f")
+		testutil.WantOK(t, res)
 	})
 }
 
@@ -103,15 +104,15 @@ func TestCPUTimeLimit(t *testing.T) {
 	b := newBackend(t)
 	spec := sandbox.Spec{Limits: sandbox.Limits{CPUTime: time.Second, Wall: 10 * time.Second}}
 	start := time.Now()
-	res := sh(t, b, spec, "while :; do :; done")
+	res := testutil.Sh(t, b, spec, "while :; do :; done")
 	if res.Reason != sandbox.ReasonCPULimit {
 		t.Fatalf("busy loop with cpu_time 1s: reason %s message %q", res.Reason, res.Message)
 	}
 	if d := time.Since(start); d > 5*time.Second {
 		t.Errorf("the CPU limit ended the loop only after %v", d)
 	}
-	res = sh(t, b, spec, "sleep 1.5; echo slept")
-	wantOK(t, res)
+	res = testutil.Sh(t, b, spec, "sleep 1.5; echo slept")
+	testutil.WantOK(t, res)
 	if res.Stdout != "slept\n" {
 		t.Fatalf("sleeping 1.5 s with cpu_time 1s: %q", res.Stdout)
 	}
@@ -124,7 +125,7 @@ func TestPidsLimit(t *testing.T) {
 	spec := sandbox.Spec{Limits: sandbox.Limits{Pids: 16}}
 	running := func(n int) int {
 		t.Helper()
-		res := py(t, b, spec, `
+		res := testutil.Py(t, b, spec, `
 import os, time
 kids = []
 for i in range(`+strconv.Itoa(n)+`):
@@ -139,7 +140,7 @@ for i in range(`+strconv.Itoa(n)+`):
 print(len(kids))
 for k in kids:
     os.waitpid(k, 0)`)
-		wantOK(t, res)
+		testutil.WantOK(t, res)
 		k, err := strconv.Atoi(strings.TrimSpace(res.Stdout))
 		if err != nil {
 			t.Fatalf("output %q %q", res.Stdout, res.Stderr)

@@ -381,27 +381,23 @@ func reasonFor(sig syscall.Signal) sandbox.Reason {
 }
 
 // applyStats adds the cgroup's view: usage, and an OOM kill as the reason
-// the run ended.
+// the run ended. The counters include the sentry and the gofer.
 func (s *Sandbox) applyStats(res *sandbox.Result, killed bool) {
 	after, err := s.cg.Stats()
 	if err != nil {
+		res.Message = strings.TrimSpace(res.Message + " (cgroup stats unavailable: " + err.Error() + ")")
 		return
 	}
-	// The counters run over the sandbox's life; this Exec's share is what
-	// changed since the last one. They include the sentry and the gofer.
-	before := s.last
+	// The host pids limit is only a backstop (the sentry enforces
+	// Limits.Pids), so a refused fork there is not the program's limit.
+	l := s.spec.Limits
+	l.Pids = 0
+	if cgroups.Explain(res, s.last, after, l, killed) == sandbox.ReasonMemoryLimit {
+		// The OOM killer takes the sentry: the whole sandbox, not a process in it.
+		res.ExitCode, res.Signal = -1, "SIGKILL"
+		res.Message = fmt.Sprintf("the memory limit of %d bytes was reached; the host kernel's OOM killer ended the gVisor sandbox", l.Memory)
+	}
 	s.last = after
-	res.Usage.CPU = max(after.CPU-before.CPU, 0)
-	if after.PeakMemory > 0 {
-		res.Usage.PeakMemory = after.PeakMemory
-	}
-	if killed || res.Succeeded() {
-		return
-	}
-	if after.OOMKills > before.OOMKills {
-		res.Reason, res.ExitCode, res.Signal = sandbox.ReasonMemoryLimit, -1, "SIGKILL"
-		res.Message = fmt.Sprintf("the memory limit of %d bytes was reached; the host kernel's OOM killer ended the gVisor sandbox", s.spec.Limits.Memory)
-	}
 }
 
 // Close ends a running Exec and removes the cgroup, the work dir's mount

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/execbox/execbox/internal/testutil"
 	"github.com/execbox/execbox/sandbox"
 )
 
@@ -67,9 +68,9 @@ func TestNoLeftovers(t *testing.T) {
 	base := b.hostEnv().base
 
 	// The checks see a running sandbox.
-	sb := create(t, b, sandbox.Spec{})
+	sb := testutil.Create(t, b, sandbox.Spec{})
 	done := make(chan *sandbox.Result, 1)
-	go func() { done <- exec1(t, sb, "/bin/sleep", "2") }()
+	go func() { done <- testutil.Exec(t, sb, "/bin/sleep", "2") }()
 	var procs, leaves, mounts []string
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		procs, leaves, mounts = hostProcs(b.workRoot), myLeaves(), myMounts(b.workRoot)
@@ -82,7 +83,7 @@ func TestNoLeftovers(t *testing.T) {
 			len(procs), len(leaves), len(mounts), strings.Join(procs, "\n"))
 	}
 	t.Logf("while running: %d processes, %d cgroup leaves, %d mounts", len(procs), len(leaves), len(mounts))
-	wantOK(t, <-done)
+	testutil.WantOK(t, <-done)
 	if err := sb.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -163,8 +164,8 @@ func TestNoLeftovers(t *testing.T) {
 // cannot block on it, and the regular files next to it come back.
 func TestFIFOStaysInside(t *testing.T) {
 	b := newBackend(t)
-	sb := create(t, b, sandbox.Spec{})
-	wantOK(t, exec1(t, sb, "/bin/sh", "-c", "mkfifo fifo && echo keep > kept.txt && test -p fifo"))
+	sb := testutil.Create(t, b, sandbox.Spec{})
+	testutil.WantOK(t, testutil.Exec(t, sb, "/bin/sh", "-c", "mkfifo fifo && echo keep > kept.txt && test -p fifo"))
 	if _, err := os.Lstat(filepath.Join(sb.(*Sandbox).wd.Path, "fifo")); !os.IsNotExist(err) {
 		t.Fatalf("the FIFO is on the host (err %v); the suite's special_files check applies again", err)
 	}

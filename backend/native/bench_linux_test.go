@@ -5,12 +5,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/execbox/execbox/internal/seccomp"
+	"github.com/execbox/execbox/internal/testutil"
 	"github.com/execbox/execbox/sandbox"
 )
 
@@ -50,11 +50,11 @@ func benchStart(b *testing.B, args []string) {
 	standalone := withInit(b, buildInit(b))
 	p := &sandbox.Process{Args: args}
 	oneShot := func(nb *Backend) func() error {
-		return func() error { return check(sandbox.Run(context.Background(), nb, sandbox.Spec{}, p)) }
+		return func() error { return testutil.Check(sandbox.Run(context.Background(), nb, sandbox.Spec{}, p)) }
 	}
 	inSandbox := func(nb *Backend) func() error {
-		sb := create(b, nb, sandbox.Spec{})
-		return func() error { return check(sb.Exec(context.Background(), p)) }
+		sb := testutil.Create(b, nb, sandbox.Spec{})
+		return func() error { return testutil.Check(sb.Exec(context.Background(), p)) }
 	}
 	variants := []struct {
 		name string
@@ -81,7 +81,7 @@ func benchStart(b *testing.B, args []string) {
 			run  func() error
 		}{"bwrap", func() error { return runBwrap(bw, work, filter, args) }})
 	} else {
-		skipOrFail(b, "bwrap is not installed")
+		testutil.SkipOrFail(b, Name, "bwrap is not installed")
 	}
 	times := make([][]time.Duration, len(variants))
 	for i, v := range variants {
@@ -105,15 +105,10 @@ func benchStart(b *testing.B, args []string) {
 	}
 	b.StopTimer()
 	for i, v := range variants {
-		ds := times[i]
-		slices.Sort(ds)
-		b.ReportMetric(ms(ds[len(ds)/2]), v.name+"-p50-ms")
-		b.ReportMetric(ms(ds[len(ds)*9/10]), v.name+"-p90-ms")
+		testutil.ReportP50P90(b, v.name+"-", times[i])
 	}
 	b.ReportMetric(0, "ns/op") // the sum over variants means nothing
 }
-
-func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 // runBwrap runs args under bwrap with the native backend's setup as far as
 // bwrap can express it.
@@ -149,20 +144,4 @@ func runBwrap(bw, work string, filter []byte, args []string) error {
 	cmd.Env = []string{}
 	cmd.ExtraFiles = []*os.File{r}
 	return cmd.Run()
-}
-
-func check(res *sandbox.Result, err error) error {
-	if err != nil {
-		return err
-	}
-	if !res.Succeeded() {
-		return &exitError{res}
-	}
-	return nil
-}
-
-type exitError struct{ res *sandbox.Result }
-
-func (e *exitError) Error() string {
-	return "program failed: " + string(e.res.Reason) + " " + strconv.Itoa(e.res.ExitCode) + " " + e.res.Message + " " + e.res.Stderr
 }

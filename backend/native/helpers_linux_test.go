@@ -2,44 +2,25 @@ package native
 
 import (
 	"context"
-	"os"
-	"slices"
-	"strings"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/execbox/execbox/internal/testutil"
 	"github.com/execbox/execbox/sandbox"
 )
-
-// required reports whether EXECBOX_REQUIRE names the native backend: a
-// missing prerequisite then fails the test instead of skipping it.
-func required() bool {
-	return slices.Contains(strings.Split(os.Getenv("EXECBOX_REQUIRE"), ","), Name)
-}
-
-// skipOrFail skips the test, or fails it when native is required.
-func skipOrFail(t testing.TB, format string, args ...any) {
-	t.Helper()
-	if required() {
-		t.Fatalf(format, args...)
-	}
-	t.Skipf(format, args...)
-}
 
 // newBackend returns a root native backend with its own work root, or
 // skips (fails under EXECBOX_REQUIRE=native) where it cannot run.
 func newBackend(t testing.TB) *Backend {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		skipOrFail(t, "native backend tests run as root (euid %d)", os.Geteuid())
-	}
+	testutil.RequiresRoot(t, Name)
 	b := mustBackend(t, sandbox.Settings{WorkRoot: t.TempDir()})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if h := b.Health(ctx); !h.Available {
-		skipOrFail(t, "native backend unavailable: %s", h.Reason)
+		testutil.SkipOrFail(t, Name, "native backend unavailable: %s", h.Reason)
 	}
 	return b
 }
@@ -51,58 +32,6 @@ func mustBackend(t testing.TB, s sandbox.Settings) *Backend {
 		t.Fatalf("New: %v", err)
 	}
 	return sb.(*Backend)
-}
-
-// run is a one-shot run that fails the test on an error.
-func run(t testing.TB, b *Backend, spec sandbox.Spec, args ...string) *sandbox.Result {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	res, err := sandbox.Run(ctx, b, spec, &sandbox.Process{Args: args})
-	if err != nil {
-		t.Fatalf("Run %q: %v", args, err)
-	}
-	return res
-}
-
-// sh runs a shell script in a fresh sandbox.
-func sh(t testing.TB, b *Backend, spec sandbox.Spec, script string) *sandbox.Result {
-	t.Helper()
-	return run(t, b, spec, "/bin/sh", "-c", script)
-}
-
-// py runs a Python program in a fresh sandbox.
-func py(t testing.TB, b *Backend, spec sandbox.Spec, code string) *sandbox.Result {
-	t.Helper()
-	return run(t, b, spec, "/usr/bin/python3", "-I", "-c", code)
-}
-
-// create makes a sandbox that is closed when the test ends.
-func create(t testing.TB, b *Backend, spec sandbox.Spec) sandbox.Sandbox {
-	t.Helper()
-	sb, err := b.Create(context.Background(), spec)
-	if err != nil {
-		t.Fatalf("Create: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := sb.Close(context.Background()); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-	})
-	return sb
-}
-
-// exec1 runs args in sb, failing the test on an error.
-func exec1(t testing.TB, sb sandbox.Sandbox, args ...string) *sandbox.Result {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	res, err := sb.Exec(ctx, &sandbox.Process{Args: args})
-	if err != nil {
-		t.Errorf("Exec %q: %v", args, err)
-		return &sandbox.Result{Reason: sandbox.ReasonSandboxError, Message: err.Error()}
-	}
-	return res
 }
 
 func mountTmpfs(dir string) error {

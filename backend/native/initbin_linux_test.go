@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/execbox/execbox/internal/testutil"
 	"github.com/execbox/execbox/sandbox"
 )
 
@@ -52,7 +53,7 @@ func buildInit(t testing.TB) string {
 		}
 	})
 	if initBinErr != nil {
-		skipOrFail(t, "building execbox-init: %v %s", initBinErr, initBin)
+		testutil.SkipOrFail(t, Name, "building execbox-init: %v %s", initBinErr, initBin)
 	}
 	return initBin
 }
@@ -99,10 +100,10 @@ func TestStandaloneInit(t *testing.T) {
 // the host sees it (the program cannot see PID 1).
 func initCmdline(t *testing.T, b *Backend) string {
 	t.Helper()
-	sb := create(t, b, sandbox.Spec{})
+	sb := testutil.Create(t, b, sandbox.Spec{})
 	done := make(chan *sandbox.Result, 1)
-	go func() { done <- exec1(t, sb, "/bin/sleep", "2") }()
-	defer func() { wantOK(t, <-done) }()
+	go func() { done <- testutil.Exec(t, sb, "/bin/sleep", "2") }()
+	defer func() { testutil.WantOK(t, <-done) }()
 	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 		for _, pid := range initPIDs(t) {
 			if b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline"); err == nil {

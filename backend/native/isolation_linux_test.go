@@ -2,7 +2,6 @@ package native
 
 import (
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/execbox/execbox/internal/testutil"
 	"github.com/execbox/execbox/sandbox"
 )
 
@@ -19,119 +19,13 @@ import (
 // secrets invisible.
 func TestSeed004Checks(t *testing.T) {
 	b := newBackend(t)
-
-	t.Run("uid_65534", func(t *testing.T) {
-		res := sh(t, b, sandbox.Spec{}, "id -u; id -g; id -G")
-		wantOK(t, res)
-		if res.Stdout != "65534\n65534\n65534\n" {
-			t.Fatalf("ids inside = %q, want 65534 for uid, gid and groups", res.Stdout)
-		}
-	})
-
-	t.Run("uid_65534_on_host", func(t *testing.T) {
-		// The program's files in the work dir belong to host uid 65534
-		// (an unprivileged user), not to root.
-		sb := create(t, b, sandbox.Spec{})
-		res := exec1(t, sb, "/bin/sh", "-c", "echo x > owned")
-		wantOK(t, res)
-		st, err := os.Lstat(filepath.Join(sb.(*Sandbox).wd.Path, "owned"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if uid := st.Sys().(*syscall.Stat_t).Uid; uid != 65534 {
-			t.Fatalf("a file the program wrote is owned by host uid %d, want 65534", uid)
-		}
-	})
-
-	t.Run("root_read_only", func(t *testing.T) {
-		res := sh(t, b, sandbox.Spec{}, `for p in /x /etc/x /usr/x /bin/x /dev/x /proc/x; do
-  if ( echo x > $p ) 2>/dev/null; then echo "wrote $p"; fi
-done
-for p in /usr/bin/true /etc/passwd; do
-  if ( : >> $p ) 2>/dev/null; then echo "appended $p"; fi
-done
-mkdir /newdir 2>/dev/null && echo "made /newdir"
-echo ok > /tmp/x && echo ok > /work/x && cat /tmp/x /work/x`)
-		wantOK(t, res)
-		if res.Stdout != "ok\nok\n" {
-			t.Fatalf("writes outside /tmp and /work succeeded (or /tmp, /work failed): %q %q", res.Stdout, res.Stderr)
-		}
-	})
-
-	t.Run("network_unreachable", func(t *testing.T) {
-		// A listener on the host's loopback: in the sandbox's own network
-		// namespace 127.0.0.1 is its own, and nothing outside is reachable.
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer ln.Close()
-		go func() {
-			for {
-				c, err := ln.Accept()
-				if err != nil {
-					return
-				}
-				c.Write([]byte("host"))
-				c.Close()
-			}
-		}()
-		port := ln.Addr().(*net.TCPAddr).Port
-		res := py(t, b, sandbox.Spec{}, fmt.Sprintf(`
-import socket
-for host, port in [("1.1.1.1", 53), ("127.0.0.1", %d), ("8.8.8.8", 443)]:
-    s = socket.socket()
-    s.settimeout(3)
-    try:
-        s.connect((host, port))
-        print("connected", host, port, s.recv(10))
-    except OSError as e:
-        print("refused", host, port, type(e).__name__)
-ifs = sorted(n for _, n in socket.if_nameindex())
-print("interfaces", ifs)
-`, port))
-		wantOK(t, res)
-		if strings.Contains(res.Stdout, "connected") {
-			t.Fatalf("the sandbox reached the network:\n%s", res.Stdout)
-		}
-		if strings.Count(res.Stdout, "refused") != 3 || !strings.Contains(res.Stdout, "interfaces ['lo']") {
-			t.Fatalf("unexpected network view:\n%s%s", res.Stdout, res.Stderr)
-		}
-		// The same listener is reachable with the host network: the check
-		// above can fail.
-		hostNet := sandbox.Spec{Policy: sandbox.Policy{Network: sandbox.NetworkHost}}
-		res = py(t, b, hostNet, fmt.Sprintf(`
-import socket
-s = socket.create_connection(("127.0.0.1", %d), timeout=3)
-print(s.recv(10).decode())`, port))
-		wantOK(t, res)
-		if res.Stdout != "host\n" {
-			t.Fatalf("with network=host the host listener was not reachable: %q %q", res.Stdout, res.Stderr)
-		}
-	})
-
-	t.Run("host_secrets_invisible", func(t *testing.T) {
-		secret := "execbox-secret-" + strconv.FormatInt(time.Now().UnixNano(), 36)
-		t.Setenv("EXECBOX_NATIVE_SECRET", secret)
-		dir := t.TempDir() // outside the rootfs
-		file := filepath.Join(dir, "secret.txt")
-		if err := os.WriteFile(file, []byte(secret), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		res := sh(t, b, sandbox.Spec{}, `env; cat /proc/self/environ /proc/1/environ 2>/dev/null | tr '\0' '\n'
-for p in `+file+` `+dir+` /root /home /var /run /var/run/docker.sock /proc/1/root/`+file+`; do
-  if [ -e "$p" ]; then echo "visible: $p"; fi
-done
-cat `+file+` 2>/dev/null
-ls /proc/1/root/ 2>/dev/null && echo "init root listed"
-true`)
-		wantOK(t, res)
-		if strings.Contains(res.Stdout, secret) || strings.Contains(res.Stdout, "visible") || strings.Contains(res.Stdout, "init root listed") {
-			t.Fatalf("a host secret reached the sandbox:\n%s", res.Stdout)
-		}
-		if !strings.Contains(res.Stdout, "HOME=/work") {
-			t.Fatalf("env did not run: %q %q", res.Stdout, res.Stderr)
-		}
+	testutil.Seed004(t, b, testutil.Seed004Opts{
+		WorkDir:     func(sb sandbox.Sandbox) string { return sb.(*Sandbox).wd.Path },
+		WritePaths:  []string{"/x", "/etc/x", "/usr/x", "/bin/x", "/dev/x", "/proc/x"},
+		AppendPaths: []string{"/usr/bin/true", "/etc/passwd"},
+		SecretEnv:   "EXECBOX_NATIVE_SECRET",
+		ProcFiles:   []string{"/proc/self/environ", "/proc/1/environ"},
+		InitRoot:    true,
 	})
 }
 
@@ -141,12 +35,12 @@ true`)
 // in the host's.)
 func TestHostNetworkInvisible(t *testing.T) {
 	b := newBackend(t)
-	res := sh(t, b, sandbox.Spec{}, `sleep 1 & for f in /proc/net/dev /proc/[0-9]*/net/dev /proc/[0-9]*/task/[0-9]*/net/dev; do
+	res := testutil.Sh(t, b, sandbox.Spec{}, `sleep 1 & for f in /proc/net/dev /proc/[0-9]*/net/dev /proc/[0-9]*/task/[0-9]*/net/dev; do
   test -r "$f" || continue
   echo "$f"
   tail -n +3 "$f" | cut -d: -f1 | tr -d ' '
 done; kill $! 2>/dev/null; true`)
-	wantOK(t, res)
+	testutil.WantOK(t, res)
 	seen := 0
 	for _, line := range strings.Split(strings.TrimSpace(res.Stdout), "\n") {
 		if strings.HasPrefix(line, "/proc/") {
@@ -167,9 +61,9 @@ done; kill $! 2>/dev/null; true`)
 func TestInitEnvironEmpty(t *testing.T) {
 	b := newBackend(t)
 	t.Setenv("EXECBOX_NATIVE_INIT_SECRET", "should-not-leak")
-	res := sh(t, b, sandbox.Spec{}, `if env=$(cat /proc/1/environ 2>&1); then printf 'read:%s' "$env"; else echo denied; fi
+	res := testutil.Sh(t, b, sandbox.Spec{}, `if env=$(cat /proc/1/environ 2>&1); then printf 'read:%s' "$env"; else echo denied; fi
 test -e /proc/1 && echo "init visible"; true`)
-	wantOK(t, res)
+	testutil.WantOK(t, res)
 	if res.Stdout != "read:" && res.Stdout != "denied\n" {
 		t.Fatalf("/proc/1/environ inside = %q, want empty or unreadable", res.Stdout)
 	}
@@ -179,9 +73,9 @@ test -e /proc/1 && echo "init visible"; true`)
 	}
 
 	// From the host: find the running init and read its environ.
-	sb := create(t, b, sandbox.Spec{})
+	sb := testutil.Create(t, b, sandbox.Spec{})
 	done := make(chan *sandbox.Result, 1)
-	go func() { done <- exec1(t, sb, "/bin/sleep", "3") }()
+	go func() { done <- testutil.Exec(t, sb, "/bin/sleep", "3") }()
 	var found bool
 	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline) && !found; time.Sleep(20 * time.Millisecond) {
 		for _, pid := range initPIDs(t) {
@@ -232,8 +126,8 @@ func initPIDs(t *testing.T) []int {
 func TestPrivilegesDropped(t *testing.T) {
 	b := newBackend(t)
 	t.Run("capability_sets_zero", func(t *testing.T) {
-		res := sh(t, b, sandbox.Spec{}, `grep -E '^(Cap(Inh|Prm|Eff|Bnd|Amb)|NoNewPrivs|Seccomp):' /proc/self/status`)
-		wantOK(t, res)
+		res := testutil.Sh(t, b, sandbox.Spec{}, `grep -E '^(Cap(Inh|Prm|Eff|Bnd|Amb)|NoNewPrivs|Seccomp):' /proc/self/status`)
+		testutil.WantOK(t, res)
 		want := map[string]string{"CapInh": "0000000000000000", "CapPrm": "0000000000000000", "CapEff": "0000000000000000",
 			"CapBnd": "0000000000000000", "CapAmb": "0000000000000000", "NoNewPrivs": "1", "Seccomp": "2"}
 		got := map[string]string{}
@@ -256,7 +150,7 @@ func TestPrivilegesDropped(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer func() { victim.Process.Kill(); victim.Wait() }()
-		res := py(t, b, sandbox.Spec{}, fmt.Sprintf(`
+		res := testutil.Py(t, b, sandbox.Spec{}, fmt.Sprintf(`
 import ctypes, os, subprocess
 libc = ctypes.CDLL(None, use_errno=True)
 def try_(name, f):
@@ -280,7 +174,7 @@ try_("chroot", lambda: libc.chroot(b"/tmp"))
 try_("setuid0", lambda: libc.setuid(0))
 try_("kill_init", lambda: libc.kill(1, 9))
 `, victim.Process.Pid))
-		wantOK(t, res)
+		testutil.WantOK(t, res)
 		for _, line := range strings.Split(strings.TrimSpace(res.Stdout), "\n") {
 			name, result, _ := strings.Cut(line, " ")
 			if result == "ok" {
@@ -305,7 +199,7 @@ func TestNoInheritedFDs(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer syscall.Close(fd)
-	res := py(t, b, sandbox.Spec{}, `
+	res := testutil.Py(t, b, sandbox.Spec{}, `
 import os
 open_fds = []
 for fd in range(3, 4096):
@@ -315,7 +209,7 @@ for fd in range(3, 4096):
     except OSError:
         pass
 print(sorted(int(x) for x in os.listdir("/proc/self/fd")), open_fds)`)
-	wantOK(t, res)
+	testutil.WantOK(t, res)
 	if strings.TrimSpace(res.Stdout) != "[0, 1, 2, 3] []" {
 		t.Fatalf("fds in the program: %q (want only 0-2, plus listdir's own)", res.Stdout)
 	}
@@ -331,11 +225,11 @@ func TestUTSAndPIDIsolation(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { marker.Process.Kill(); marker.Wait() }()
-	res := sh(t, b, sandbox.Spec{}, fmt.Sprintf(`hostname; cat /proc/sys/kernel/hostname
+	res := testutil.Sh(t, b, sandbox.Spec{}, fmt.Sprintf(`hostname; cat /proc/sys/kernel/hostname
 ls /proc | grep -c '^[0-9]'
 cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\0' ' ' | grep -c "31.04[1]5"
 kill -0 %d 2>/dev/null && echo "signalled host"; true`, marker.Process.Pid))
-	wantOK(t, res)
+	testutil.WantOK(t, res)
 	lines := strings.Split(strings.TrimSpace(res.Stdout), "\n")
 	if len(lines) != 4 {
 		t.Fatalf("output: %q %q", res.Stdout, res.Stderr)
@@ -359,13 +253,13 @@ kill -0 %d 2>/dev/null && echo "signalled host"; true`, marker.Process.Pid))
 func TestDev(t *testing.T) {
 	b := newBackend(t)
 	spec := sandbox.Spec{Limits: sandbox.Limits{TmpSize: 8 * sandbox.MiB}}
-	res := sh(t, b, spec, `ls /dev | tr '\n' ' '; echo
+	res := testutil.Sh(t, b, spec, `ls /dev | tr '\n' ' '; echo
 echo x > /dev/null && head -c 4 /dev/zero | wc -c && head -c 4 /dev/urandom | wc -c
 head -c 6M /dev/zero > /dev/shm/a && echo wrote-6M
 head -c 6M /dev/zero > /tmp/b 2>/dev/null || echo tmp-full
 head -c 6M /dev/zero > /dev/shm/c 2>/dev/null || echo shm-full
 mknod /tmp/n c 1 3 2>/dev/null && echo mknod-ok; true`)
-	wantOK(t, res)
+	testutil.WantOK(t, res)
 	want := "fd full null random shm stderr stdin stdout urandom zero \n4\n4\nwrote-6M\ntmp-full\nshm-full\n"
 	if res.Stdout != want {
 		t.Fatalf("got %q, want %q (stderr %q)", res.Stdout, want, res.Stderr)
@@ -385,7 +279,7 @@ func TestArtifactSymlinkNotFollowed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantOK(t, res)
+	testutil.WantOK(t, res)
 	for _, a := range res.Artifacts {
 		if a.Path != "real.txt" {
 			t.Errorf("artifact %s returned (%q)", a.Path, a.Data)
@@ -402,13 +296,5 @@ func TestArtifactSymlinkNotFollowed(t *testing.T) {
 		if skipped[p] != "symlink" {
 			t.Errorf("%s: skipped as %q, want symlink (skipped: %v)", p, skipped[p], res.Skipped)
 		}
-	}
-}
-
-func wantOK(t testing.TB, res *sandbox.Result) {
-	t.Helper()
-	if !res.Succeeded() {
-		t.Fatalf("program failed: reason=%s exit=%d signal=%s message=%q stdout=%q stderr=%q",
-			res.Reason, res.ExitCode, res.Signal, res.Message, res.Stdout, res.Stderr)
 	}
 }

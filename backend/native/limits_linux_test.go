@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/execbox/execbox/internal/testutil"
 	"github.com/execbox/execbox/sandbox"
 )
 
@@ -15,7 +16,7 @@ import (
 func requireCgroups(t *testing.T, b *Backend) {
 	t.Helper()
 	if b.hostEnv().cg == nil {
-		skipOrFail(t, "no usable cgroups: %s", b.hostEnv().cgInfo)
+		testutil.SkipOrFail(t, Name, "no usable cgroups: %s", b.hostEnv().cgInfo)
 	}
 }
 
@@ -25,7 +26,7 @@ func TestForkBombStopsAtPidsLimit(t *testing.T) {
 	requireCgroups(t, b)
 	spec := sandbox.Spec{Limits: sandbox.Limits{Pids: 32, Wall: 20 * time.Second}}
 	start := time.Now()
-	res := py(t, b, spec, `
+	res := testutil.Py(t, b, spec, `
 import os, time
 while True:
     os.fork()
@@ -40,7 +41,7 @@ while True:
 		t.Errorf("enforcement for pids = %q", res.Enforcement["pids"])
 	}
 	// Under the limit: 20 processes at once are fine.
-	res = py(t, b, spec, `
+	res = testutil.Py(t, b, spec, `
 import os, time
 kids = []
 for _ in range(20):
@@ -52,7 +53,7 @@ for _ in range(20):
 for k in kids:
     os.waitpid(k, 0)
 print("ok")`)
-	wantOK(t, res)
+	testutil.WantOK(t, res)
 }
 
 // A memory bomb is killed with reason memory_limit; the host (this test
@@ -61,7 +62,7 @@ func TestMemoryBombKilled(t *testing.T) {
 	b := newBackend(t)
 	requireCgroups(t, b)
 	spec := sandbox.Spec{Limits: sandbox.Limits{Memory: 64 * sandbox.MiB}}
-	res := py(t, b, spec, `
+	res := testutil.Py(t, b, spec, `
 chunks = []
 while True:
     chunks.append(bytearray(8 << 20))
@@ -79,8 +80,8 @@ while True:
 	}
 	runtime.KeepAlive(buf)
 	// Under the limit: 32 MiB is fine.
-	res = py(t, b, spec, `b = bytearray(32 << 20); print(len(b))`)
-	wantOK(t, res)
+	res = testutil.Py(t, b, spec, `b = bytearray(32 << 20); print(len(b))`)
+	testutil.WantOK(t, res)
 }
 
 // Every size and count limit, on both sides of the bound.
@@ -108,7 +109,7 @@ func TestLimitsBothSides(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			res := sh(t, b, sandbox.Spec{Limits: c.limits}, c.script)
+			res := testutil.Sh(t, b, sandbox.Spec{Limits: c.limits}, c.script)
 			if res.Reason != c.reason || res.ExitCode != c.exit || res.Stdout != c.stdout {
 				t.Fatalf("got reason=%s exit=%d signal=%s stdout=%q stderr=%q message=%q; want reason=%s exit=%d stdout=%q",
 					res.Reason, res.ExitCode, res.Signal, res.Stdout, tail(res.Stderr), res.Message, c.reason, c.exit, c.stdout)
@@ -124,8 +125,8 @@ func TestCPUQuota(t *testing.T) {
 	requireCgroups(t, b)
 	burn := "import time\nt = time.time()\nwhile time.time() - t < 1: pass"
 	used := func(cpus float64) time.Duration {
-		res := run(t, b, sandbox.Spec{Limits: sandbox.Limits{CPUs: cpus}}, "/usr/bin/python3", "-I", "-S", "-c", burn)
-		wantOK(t, res)
+		res := testutil.Run(t, b, sandbox.Spec{Limits: sandbox.Limits{CPUs: cpus}}, "/usr/bin/python3", "-I", "-S", "-c", burn)
+		testutil.WantOK(t, res)
 		return res.Usage.CPU
 	}
 	low, high := used(0.1), used(1)
@@ -141,7 +142,7 @@ func TestCPUQuota(t *testing.T) {
 // WriteFiles into a full work dir is a typed limit error.
 func TestWorkSizeWriteFiles(t *testing.T) {
 	b := newBackend(t)
-	sb := create(t, b, sandbox.Spec{Limits: sandbox.Limits{WorkSize: 4 * sandbox.MiB}})
+	sb := testutil.Create(t, b, sandbox.Spec{Limits: sandbox.Limits{WorkSize: 4 * sandbox.MiB}})
 	if err := sb.WriteFiles(t.Context(), map[string][]byte{"small": make([]byte, 3*sandbox.MiB)}); err != nil {
 		t.Fatalf("3 MiB into a 4 MiB work dir: %v", err)
 	}
@@ -155,10 +156,10 @@ func TestWorkSizeWriteFiles(t *testing.T) {
 // for each.
 func TestSessionState(t *testing.T) {
 	b := newBackend(t)
-	sb := create(t, b, sandbox.Spec{})
-	wantOK(t, exec1(t, sb, "/bin/sh", "-c", "echo kept > /work/state; echo gone > /tmp/state"))
-	res := exec1(t, sb, "/bin/sh", "-c", "cat /work/state; cat /tmp/state 2>/dev/null || echo fresh-tmp")
-	wantOK(t, res)
+	sb := testutil.Create(t, b, sandbox.Spec{})
+	testutil.WantOK(t, testutil.Exec(t, sb, "/bin/sh", "-c", "echo kept > /work/state; echo gone > /tmp/state"))
+	res := testutil.Exec(t, sb, "/bin/sh", "-c", "cat /work/state; cat /tmp/state 2>/dev/null || echo fresh-tmp")
+	testutil.WantOK(t, res)
 	if res.Stdout != "kept\nfresh-tmp\n" {
 		t.Fatalf("second Exec saw %q", res.Stdout)
 	}
@@ -168,7 +169,7 @@ func TestSessionState(t *testing.T) {
 // naming it; one that exists runs.
 func TestNotFound(t *testing.T) {
 	b := newBackend(t)
-	sb := create(t, b, sandbox.Spec{Files: nil})
+	sb := testutil.Create(t, b, sandbox.Spec{Files: nil})
 	if err := sb.WriteFiles(t.Context(), map[string][]byte{"sub/f": []byte("x")}); err != nil {
 		t.Fatal(err)
 	}
@@ -187,8 +188,8 @@ func TestNotFound(t *testing.T) {
 			t.Errorf("Exec %q in %q: %v (code %q), want ErrInvalid %s", c.p.Args, c.p.Dir, err, sandbox.CodeOf(err), c.code)
 		}
 	}
-	res := exec1(t, sb, "pwd")
-	wantOK(t, res)
+	res := testutil.Exec(t, sb, "pwd")
+	testutil.WantOK(t, res)
 	if res.Stdout != "/work\n" {
 		t.Fatalf("pwd = %q", res.Stdout)
 	}
@@ -202,13 +203,13 @@ func TestNotFound(t *testing.T) {
 func TestTmpExec(t *testing.T) {
 	b := newBackend(t)
 	script := "cp /bin/true /tmp/t && cp /bin/true /work/t && for p in /tmp/t /work/t; do $p && echo ran; done; true"
-	res := sh(t, b, sandbox.Spec{}, script)
-	wantOK(t, res)
+	res := testutil.Sh(t, b, sandbox.Spec{}, script)
+	testutil.WantOK(t, res)
 	if res.Stdout != "" {
 		t.Fatalf("a copied binary ran from a noexec dir: %q", res.Stdout)
 	}
-	res = sh(t, b, sandbox.Spec{Policy: sandbox.Policy{TmpExec: true}}, script)
-	wantOK(t, res)
+	res = testutil.Sh(t, b, sandbox.Spec{Policy: sandbox.Policy{TmpExec: true}}, script)
+	testutil.WantOK(t, res)
 	if res.Stdout != "ran\nran\n" {
 		t.Fatalf("with tmp_exec: %q %q", res.Stdout, res.Stderr)
 	}

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/execbox/execbox/internal/testutil"
 	"github.com/execbox/execbox/sandbox"
 )
 
@@ -27,7 +28,7 @@ func TestRootless(t *testing.T) {
 		t.Skip("in the child")
 	}
 	if os.Geteuid() != 0 {
-		skipOrFail(t, "needs root to start the unprivileged child")
+		testutil.SkipOrFail(t, Name, "needs root to start the unprivileged child")
 	}
 	dir := t.TempDir()
 	for d := dir; d != "/" && d != os.TempDir(); d = filepath.Dir(d) {
@@ -58,7 +59,7 @@ func TestRootless(t *testing.T) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: rootlessUID, Gid: rootlessUID, Groups: []uint32{}}}
 	out, err := cmd.CombinedOutput()
 	if strings.Contains(string(out), "ROOTLESS-UNAVAILABLE") {
-		skipOrFail(t, "unprivileged user namespaces unavailable: %s", out)
+		testutil.SkipOrFail(t, Name, "unprivileged user namespaces unavailable: %s", out)
 	}
 	if err != nil {
 		t.Fatalf("rootless child: %v\n%s", err, out)
@@ -117,15 +118,15 @@ func TestRootlessChild(t *testing.T) {
 		fmt.Println("ROOTLESS-UNAVAILABLE", h.Reason)
 		return
 	}
-	sb := create(t, b, sandbox.Spec{})
-	res := exec1(t, sb, "/bin/sh", "-c", `id -u; grep CapEff /proc/self/status | cut -f2
+	sb := testutil.Create(t, b, sandbox.Spec{})
+	res := testutil.Exec(t, sb, "/bin/sh", "-c", `id -u; grep CapEff /proc/self/status | cut -f2
 echo x > /x 2>/dev/null || echo ro; ls /sys/class/net 2>/dev/null || python3 -c 'import socket; print(*[n for _, n in socket.if_nameindex()])'
 echo y > /work/f`)
 	rep := rootlessReport{Health: h.Reason, Stdout: res.Stdout, Stderr: res.Stderr, Enforcement: res.Enforcement}
 	if st, err := os.Stat(filepath.Join(sb.(*Sandbox).wd.Path, "f")); err == nil {
 		rep.FileOwner = int(st.Sys().(*syscall.Stat_t).Uid)
 	}
-	bomb := py(t, b, sandbox.Spec{Limits: sandbox.Limits{Pids: 16, Wall: 10 * time.Second}}, "import os\nwhile True: os.fork()")
+	bomb := testutil.Py(t, b, sandbox.Spec{Limits: sandbox.Limits{Pids: 16, Wall: 10 * time.Second}}, "import os\nwhile True: os.fork()")
 	rep.NprocReason = fmt.Sprintf("%s %d", bomb.Reason, bomb.ExitCode)
 	rep.Stderr += "\nfork bomb: " + bomb.Message + " " + bomb.Stderr
 	js, _ := json.Marshal(rep)

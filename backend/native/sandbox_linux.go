@@ -7,6 +7,7 @@ import (
 	"maps"
 	"os"
 	"path"
+	"strings"
 	"syscall"
 	"time"
 
@@ -200,32 +201,11 @@ func reasonFor(st *nsinit.Status) sandbox.Reason {
 func (s *Sandbox) applyStats(res *sandbox.Result, killed bool) {
 	after, err := s.cg.Stats()
 	if err != nil {
+		res.Message = strings.TrimSpace(res.Message + " (cgroup stats unavailable: " + err.Error() + ")")
 		return
 	}
-	// The cgroup's counters run over the sandbox's life; this Exec's share
-	// is what changed since the last one (a fresh cgroup reads zero).
-	before := s.last
+	cgroups.Explain(res, s.last, after, s.spec.Limits, killed)
 	s.last = after
-	res.Usage.CPU = max(after.CPU-before.CPU, 0)
-	if after.PeakMemory > 0 {
-		res.Usage.PeakMemory = after.PeakMemory
-	}
-	if killed || res.Succeeded() {
-		return
-	}
-	switch {
-	// An OOM kill explains even a sandbox error: with cgroup v2's
-	// memory.oom.group it takes the init, and its status, with the program.
-	case after.OOMKills > before.OOMKills:
-		res.Reason = sandbox.ReasonMemoryLimit
-		res.Message = fmt.Sprintf("the memory limit of %d bytes was reached; the kernel's OOM killer ended %d process(es)",
-			s.spec.Limits.Memory, after.OOMKills-before.OOMKills)
-	case res.Reason == sandbox.ReasonSandboxError:
-		// A refused fork does not explain a broken sandbox: keep the error.
-	case after.PidsLimitHits > before.PidsLimitHits:
-		res.Reason = sandbox.ReasonPidsLimit
-		res.Message = fmt.Sprintf("the limit of %d processes was reached (a fork or clone failed)", s.spec.Limits.Pids)
-	}
 }
 
 // initConfig is the init's config for p.

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/execbox/execbox/internal/testutil"
 	"github.com/execbox/execbox/sandbox"
 )
 
@@ -24,7 +25,7 @@ func Test500RunsLeaveNothing(t *testing.T) {
 	case raceEnabled:
 		n = 100
 	}
-	run(t, b, sandbox.Spec{}, "/bin/true") // warm-up: the base dir is made on first use
+	testutil.Run(t, b, sandbox.Spec{}, "/bin/true") // warm-up: the base dir is made on first use
 	e := b.hostEnv()
 	goroutines := runtime.NumGoroutine()
 	start := time.Now()
@@ -94,7 +95,7 @@ func Test500RunsLeaveNothing(t *testing.T) {
 // under a dead PID's directory — is removed on the next start.
 func TestReconcileRemovesLeftovers(t *testing.T) {
 	if os.Geteuid() != 0 {
-		skipOrFail(t, "needs root to mount")
+		testutil.SkipOrFail(t, Name, "needs root to mount")
 	}
 	root := t.TempDir()
 	workRoot := filepath.Join(root, "native")
