@@ -1,6 +1,9 @@
 package sandbox
 
-import "time"
+import (
+	"syscall"
+	"time"
+)
 
 // Reason says why a process ended.
 type Reason string
@@ -17,6 +20,22 @@ const (
 	ReasonFileSizeLimit Reason = "file_size_limit" // a write passed the file-size limit (SIGXFSZ)
 	ReasonSandboxError  Reason = "sandbox_error"   // the sandbox failed around the program
 )
+
+// ReasonOf says why a program ended by itself with signal sig (0: it
+// exited): the limit a signal stands for — SIGXCPU is the CPU-time rlimit,
+// SIGXFSZ the file-size rlimit — or signaled.
+func ReasonOf(sig syscall.Signal) Reason {
+	switch sig {
+	case 0:
+		return ReasonExited
+	case syscall.SIGXCPU:
+		return ReasonCPULimit
+	case syscall.SIGXFSZ:
+		return ReasonFileSizeLimit
+	default:
+		return ReasonSignaled
+	}
+}
 
 // Result is what came back from one Exec (and, through Run, the artifacts).
 type Result struct {

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"syscall"
 	"testing"
 	"time"
 )
@@ -20,6 +21,17 @@ func TestWallLimit(t *testing.T) {
 		p := &Process{Args: []string{"true"}, Timeout: c.timeout}
 		if got := p.WallLimit(l); got != c.want {
 			t.Errorf("Timeout %v under Wall %v: WallLimit = %v; want %v", c.timeout, l.Wall, got, c.want)
+		}
+	}
+}
+
+func TestReasonOf(t *testing.T) {
+	for sig, want := range map[syscall.Signal]Reason{
+		0: ReasonExited, syscall.SIGXCPU: ReasonCPULimit, syscall.SIGXFSZ: ReasonFileSizeLimit,
+		syscall.SIGKILL: ReasonSignaled, syscall.SIGTERM: ReasonSignaled,
+	} {
+		if got := ReasonOf(sig); got != want {
+			t.Errorf("ReasonOf(%v) = %s, want %s", sig, got, want)
 		}
 	}
 }

@@ -97,7 +97,7 @@ func (s *Sandbox) Exec(ctx context.Context, p *sandbox.Process) (*sandbox.Result
 			res.Signal = unix.SignalName(syscall.Signal(sv.st.Signal))
 		}
 		if !killed {
-			res.Reason = reasonFor(sv.st)
+			res.Reason = sandbox.ReasonOf(syscall.Signal(sv.st.Signal))
 		}
 	}
 	if s.cg != nil {
@@ -116,20 +116,6 @@ func lastLine(s string) string {
 		s = s[:500] + "…"
 	}
 	return s
-}
-
-// reasonFor classifies a program's end by its status.
-func reasonFor(st *nsinit.Status) sandbox.Reason {
-	switch syscall.Signal(st.Signal) {
-	case 0:
-		return sandbox.ReasonExited
-	case syscall.SIGXCPU:
-		return sandbox.ReasonCPULimit
-	case syscall.SIGXFSZ:
-		return sandbox.ReasonFileSizeLimit
-	default:
-		return sandbox.ReasonSignaled
-	}
 }
 
 // applyStats adds the cgroup's view: usage, and OOM kills or the pids

@@ -164,11 +164,7 @@ func (s *Sandbox) WriteFiles(ctx context.Context, files map[string][]byte) error
 		return err
 	}
 	defer s.guard.Done()
-	err := s.wd.Write(files)
-	if errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EDQUOT) {
-		return sandbox.Errorf(sandbox.ErrLimit, "work_size_exceeded", "writing files: the work dir is full (work_size %d bytes): %w", s.spec.Limits.WorkSize, err)
-	}
-	return err
+	return s.wd.Write(files)
 }
 
 func (s *Sandbox) Artifacts(ctx context.Context) (sandbox.Artifacts, error) {

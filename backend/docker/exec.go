@@ -309,17 +309,10 @@ func (s *Sandbox) resultOf(ctx context.Context, end *execEnd, stdout, stderr *sa
 	if !signaled {
 		return res
 	}
-	res.Reason = sandbox.ReasonSignaled
-	switch sig {
-	case syscall.SIGXCPU:
-		res.Reason = sandbox.ReasonCPULimit
-	case syscall.SIGXFSZ:
-		res.Reason = sandbox.ReasonFileSizeLimit
-	case syscall.SIGKILL:
-		if s.b.oomKilled(context.WithoutCancel(ctx), s.c, end.execID) {
-			res.Reason = sandbox.ReasonMemoryLimit
-			res.Message = fmt.Sprintf("killed by the memory limit (%d bytes, swap included)", s.spec.Limits.Memory)
-		}
+	res.Reason = sandbox.ReasonOf(sig)
+	if sig == syscall.SIGKILL && s.b.oomKilled(context.WithoutCancel(ctx), s.c, end.execID) {
+		res.Reason = sandbox.ReasonMemoryLimit
+		res.Message = fmt.Sprintf("killed by the memory limit (%d bytes, swap included)", s.spec.Limits.Memory)
 	}
 	return res
 }

@@ -85,11 +85,7 @@ func (s *Sandbox) WriteFiles(ctx context.Context, files map[string][]byte) error
 		return err
 	}
 	defer s.guard.Done()
-	err := s.wd.Write(files)
-	if errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EDQUOT) {
-		return sandbox.Errorf(sandbox.ErrLimit, "work_size_exceeded", "writing files: the work dir is full (work_size %d bytes): %w", s.spec.Limits.WorkSize, err)
-	}
-	return err
+	return s.wd.Write(files)
 }
 
 func (s *Sandbox) Artifacts(ctx context.Context) (sandbox.Artifacts, error) {
@@ -179,7 +175,7 @@ func (s *Sandbox) Exec(ctx context.Context, p *sandbox.Process) (*sandbox.Result
 		res.ExitCode, res.Signal, res.Reason = ws.ExitStatus(), "", sandbox.ReasonExited
 		if ws.Signaled() {
 			res.ExitCode, res.Signal = -1, unix.SignalName(ws.Signal())
-			res.Reason = reasonFor(ws.Signal())
+			res.Reason = sandbox.ReasonOf(ws.Signal())
 		}
 	default:
 		msg := runscErrors(s.paths.errorLog())
@@ -366,18 +362,6 @@ func clearDir(dir string) error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// reasonFor classifies a program killed by sig.
-func reasonFor(sig syscall.Signal) sandbox.Reason {
-	switch sig {
-	case syscall.SIGXCPU:
-		return sandbox.ReasonCPULimit
-	case syscall.SIGXFSZ:
-		return sandbox.ReasonFileSizeLimit
-	default:
-		return sandbox.ReasonSignaled
-	}
 }
 
 // applyStats adds the cgroup's view: usage, and an OOM kill as the reason

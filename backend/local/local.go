@@ -273,16 +273,7 @@ func (s *Sandbox) Exec(ctx context.Context, p *sandbox.Process) (*sandbox.Result
 		res.Signal = unix.SignalName(syscall.Signal(st.Signal))
 	}
 	if res.Reason == sandbox.ReasonExited || res.Reason == sandbox.ReasonSignaled {
-		res.Reason = sandbox.ReasonExited
-		switch syscall.Signal(st.Signal) {
-		case 0:
-		case syscall.SIGXCPU:
-			res.Reason = sandbox.ReasonCPULimit
-		case syscall.SIGXFSZ:
-			res.Reason = sandbox.ReasonFileSizeLimit
-		default:
-			res.Reason = sandbox.ReasonSignaled
-		}
+		res.Reason = sandbox.ReasonOf(syscall.Signal(st.Signal))
 	}
 	return res, nil
 }

@@ -45,11 +45,7 @@ func (s *Sandbox) WriteFiles(ctx context.Context, files map[string][]byte) error
 		return err
 	}
 	defer s.guard.Done()
-	err := s.wd.Write(files)
-	if errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EDQUOT) {
-		return sandbox.Errorf(sandbox.ErrLimit, "work_size_exceeded", "writing files: the work dir is full (work_size %d bytes): %w", s.spec.Limits.WorkSize, err)
-	}
-	return err
+	return s.wd.Write(files)
 }
 
 func (s *Sandbox) Artifacts(ctx context.Context) (sandbox.Artifacts, error) {
@@ -170,7 +166,7 @@ func (s *Sandbox) Exec(ctx context.Context, p *sandbox.Process) (*sandbox.Result
 			res.Signal = unix.SignalName(syscall.Signal(sv.st.Signal))
 		}
 		if !killed {
-			res.Reason = reasonFor(sv.st)
+			res.Reason = sandbox.ReasonOf(syscall.Signal(sv.st.Signal))
 		}
 		if sv.st.Landlock != "" {
 			res.Enforcement["landlock"] = sv.st.Landlock
@@ -180,20 +176,6 @@ func (s *Sandbox) Exec(ctx context.Context, p *sandbox.Process) (*sandbox.Result
 		s.applyStats(res, killed)
 	}
 	return res, nil
-}
-
-// reasonFor classifies a program's end by its status.
-func reasonFor(st *nsinit.Status) sandbox.Reason {
-	switch syscall.Signal(st.Signal) {
-	case 0:
-		return sandbox.ReasonExited
-	case syscall.SIGXCPU:
-		return sandbox.ReasonCPULimit
-	case syscall.SIGXFSZ:
-		return sandbox.ReasonFileSizeLimit
-	default:
-		return sandbox.ReasonSignaled
-	}
 }
 
 // applyStats adds the cgroup's view: usage, and OOM kills or the pids

@@ -89,6 +89,9 @@ func (w *WorkDir) Write(files map[string][]byte) error {
 }
 
 func invalidPath(p string, err error) error {
+	if errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EDQUOT) {
+		return sandbox.Errorf(sandbox.ErrLimit, "work_size_exceeded", "writing %q: the work dir is full (work_size): %w", p, err)
+	}
 	if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.EXDEV) || errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.EISDIR) {
 		return sandbox.Errorf(sandbox.ErrInvalid, "path_invalid", "path %q: passes through a symlink or a non-directory, or names a directory", p)
 	}

@@ -164,3 +164,23 @@ func TestWriteRefusesFIFO(t *testing.T) {
 		t.Fatal("Write over a FIFO hangs")
 	}
 }
+
+// A full work dir is a limit (ErrLimit, work_size_exceeded), not an
+// internal error.
+func TestWriteFullWorkDir(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a small tmpfs needs root")
+	}
+	w := newWD(t)
+	if err := unix.Mount("tmpfs", w.Path, "tmpfs", 0, "size=64k"); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Unmount(w.Path, unix.MNT_DETACH)
+	if err := w.Write(map[string][]byte{"small": make([]byte, 16<<10)}); err != nil {
+		t.Fatalf("Write within the size: %v", err)
+	}
+	err := w.Write(map[string][]byte{"big": make([]byte, 128<<10)})
+	if !errors.Is(err, sandbox.ErrLimit) || sandbox.CodeOf(err) != "work_size_exceeded" {
+		t.Fatalf("Write past a full work dir = %v (code %s)", err, sandbox.CodeOf(err))
+	}
+}
