@@ -8,8 +8,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"path/filepath"
-	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -82,7 +80,7 @@ func runInit(ctl *os.File) *nsinit.Status {
 	if st, err := os.Stat(c.Dir); err != nil || !st.IsDir() {
 		return fail(nsinit.CodeDirNotFound, fmt.Errorf("working directory %s is not a directory in the sandbox", c.Dir))
 	}
-	prog, err := lookPath(c.Args[0], c.Env, c.Dir)
+	prog, err := nsinit.LookPath(c.Args[0], c.Env, c.Dir)
 	if err != nil {
 		return fail(nsinit.CodeNotFound, err)
 	}
@@ -97,71 +95,11 @@ func runInit(ctl *os.File) *nsinit.Status {
 	if err != nil {
 		return fail(nsinit.CodeStartFailed, fmt.Errorf("starting %s: %w", c.Args[0], err))
 	}
-	ws := reap(pid)
+	ws := nsinit.Reap(pid)
 	if ws.Signaled() {
 		return &nsinit.Status{ExitCode: -1, Signal: int(ws.Signal())}
 	}
 	return &nsinit.Status{ExitCode: ws.ExitStatus()}
-}
-
-// reap waits for pid, reaping every other child (orphans re-parented to
-// PID 1) on the way.
-func reap(pid int) unix.WaitStatus {
-	for {
-		var ws unix.WaitStatus
-		got, err := unix.Wait4(-1, &ws, 0, nil)
-		if errors.Is(err, unix.EINTR) {
-			continue
-		}
-		if err != nil {
-			return unix.WaitStatus(unix.SIGKILL) // cannot happen before pid is reaped
-		}
-		if got == pid {
-			return ws
-		}
-	}
-}
-
-// lookPath finds prog as a shell would, with the program's own PATH.
-func lookPath(prog string, env []string, dir string) (string, error) {
-	if strings.Contains(prog, "/") {
-		p := prog
-		if !filepath.IsAbs(p) {
-			p = filepath.Join(dir, p)
-		}
-		if err := checkExecutable(p); err != nil {
-			return "", fmt.Errorf("program %q: %w", prog, err)
-		}
-		return prog, nil
-	}
-	path := ""
-	for _, kv := range env {
-		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
-			path = v
-		}
-	}
-	for _, d := range filepath.SplitList(path) {
-		if !filepath.IsAbs(d) {
-			continue
-		}
-		if p := filepath.Join(d, prog); checkExecutable(p) == nil {
-			return p, nil
-		}
-	}
-	return "", fmt.Errorf("program %q not found in the sandbox's PATH", prog)
-}
-
-func checkExecutable(p string) error {
-	st, err := os.Stat(p)
-	switch {
-	case err != nil:
-		return errors.New("not found in the sandbox")
-	case !st.Mode().IsRegular():
-		return errors.New("not a regular file")
-	case st.Mode().Perm()&0o111 == 0:
-		return errors.New("not executable")
-	}
-	return nil
 }
 
 // writeMsg sends v as a 4-byte big-endian length and JSON.

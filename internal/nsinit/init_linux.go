@@ -97,7 +97,7 @@ func run(c *Config, ctl *os.File) *Status {
 	if st, err := os.Stat(c.Dir); err != nil || !st.IsDir() {
 		return fail(CodeDirNotFound, fmt.Errorf("working directory %s is not a directory in the sandbox", c.Dir))
 	}
-	prog, err := lookPath(c.Args[0], c.Env, c.Dir)
+	prog, err := LookPath(c.Args[0], c.Env, c.Dir)
 	if err != nil {
 		return fail(CodeNotFound, err)
 	}
@@ -137,7 +137,7 @@ func run(c *Config, ctl *os.File) *Status {
 	if err != nil {
 		return fail(CodeStartFailed, fmt.Errorf("starting %s: %w", c.Args[0], err))
 	}
-	ws := reap(pid)
+	ws := Reap(pid)
 	switch {
 	case ws.Signaled():
 		st.ExitCode, st.Signal = -1, int(ws.Signal())
@@ -147,9 +147,9 @@ func run(c *Config, ctl *os.File) *Status {
 	return st
 }
 
-// reap waits for pid, reaping every other child (orphans re-parented to
-// PID 1) on the way.
-func reap(pid int) unix.WaitStatus {
+// Reap waits for pid, reaping every other child (orphans re-parented to
+// PID 1) on the way. Any PID-1 init of a sandbox uses it.
+func Reap(pid int) unix.WaitStatus {
 	for {
 		var ws unix.WaitStatus
 		got, err := unix.Wait4(-1, &ws, 0, nil)
@@ -166,9 +166,9 @@ func reap(pid int) unix.WaitStatus {
 	}
 }
 
-// lookPath finds prog as a shell would, with the program's own PATH, in
-// the new root.
-func lookPath(prog string, env []string, dir string) (string, error) {
+// LookPath finds prog as a shell would, with the program's own PATH, in
+// the (new) root it is called in.
+func LookPath(prog string, env []string, dir string) (string, error) {
 	if strings.Contains(prog, "/") {
 		p := prog
 		if !filepath.IsAbs(p) {
