@@ -33,7 +33,7 @@ func serve(t *testing.T) string {
 	e, err := engine.New(engine.Options{
 		Backend: "local", AllowUnisolated: true, Backends: []string{"local"},
 		Settings: func(string) sandbox.Settings {
-			return sandbox.Settings{Decode: func(any) error { return nil }, WorkRoot: work, Defaults: sandbox.Defaults}
+			return sandbox.Settings{WorkRoot: work, Defaults: sandbox.Defaults}
 		},
 	})
 	if err != nil {
@@ -41,10 +41,6 @@ func serve(t *testing.T) string {
 	}
 	e.Start()
 	t.Cleanup(e.Close)
-	fx, err := function.New(e.FunctionRunner(), function.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	a, err := auth.New([]auth.Token{auth.FromSecret("secret")}, auth.Limits{})
 	if err != nil {
 		t.Fatal(err)
@@ -54,7 +50,7 @@ func serve(t *testing.T) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	srv, err := server.New(server.Options{Engine: e, Functions: fx, Auth: a, Audit: st})
+	srv, err := server.New(server.Options{Engine: e, Auth: a, Audit: st})
 	if err != nil {
 		t.Fatal(err)
 	}

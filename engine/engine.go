@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"runtime"
 
 	"log/slog"
 	"slices"
@@ -10,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/execbox/execbox/function"
 	"github.com/execbox/execbox/sandbox"
 )
 
@@ -36,13 +38,19 @@ type Options struct {
 	// ProbeInterval is how often health is refreshed (default 30s).
 	ProbeInterval time.Duration
 	Logger        *slog.Logger
-}
 
-// Selection is what a request says about where it may run.
-type Selection struct {
-	Backend      string `json:"backend,omitempty"`       // a backend name, or "" for the configured choice
-	Tier         string `json:"tier,omitempty"`          // strict | standard | fast
-	MinIsolation string `json:"min_isolation,omitempty"` // none | process | kernel | vm
+	// Policy is the configured policy every sandbox gets, whoever asks:
+	// its env allowlist is added to the Spec's, and its RunAsUser wins
+	// when set. A request cannot relax it (see Spec.Policy).
+	Policy sandbox.Policy
+	// MaxRuns bounds the sandboxes of Run and Create alive at once; one
+	// more is refused at once with ErrBusy, code "busy". 0 means
+	// runtime.NumCPU(). Function calls have their own bound
+	// (Functions.Concurrency), so a burst of one kind cannot starve the other.
+	MaxRuns int
+	// Functions configure the function executor that Functions returns.
+	// Its Policy field is ignored: Policy above applies to every call.
+	Functions function.Options
 }
 
 // Engine owns the backends and runs requests on them.
@@ -50,6 +58,9 @@ type Engine struct {
 	opts     Options
 	backends map[string]sandbox.Backend
 	order    []string // registered names, sorted
+
+	slots     chan struct{} // one per running sandbox, MaxRuns of them
+	functions *function.Executor
 
 	mu     sync.Mutex
 	health map[string]*probe
@@ -80,18 +91,30 @@ func New(o Options) (*Engine, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	e := &Engine{opts: o, backends: map[string]sandbox.Backend{}, health: map[string]*probe{}, stop: make(chan struct{})}
+	if o.MaxRuns < 0 {
+		return nil, sandbox.Errorf(sandbox.ErrInvalid, "config_invalid", "max_runs %d: must not be negative", o.MaxRuns)
+	}
+	if o.MaxRuns == 0 {
+		o.MaxRuns = runtime.NumCPU()
+	}
+	e := &Engine{opts: o, backends: map[string]sandbox.Backend{}, health: map[string]*probe{}, stop: make(chan struct{}),
+		slots: make(chan struct{}, o.MaxRuns)}
+	fx, err := function.New(function.EngineFunc(e.run), o.Functions)
+	if err != nil {
+		return nil, err
+	}
+	e.functions = fx
 	names := sandbox.Names()
 	if o.Backends != nil {
 		names = slices.DeleteFunc(slices.Clone(o.Backends), func(n string) bool { _, ok := sandbox.Lookup(n); return !ok })
 	}
 	for _, name := range names {
-		f, _ := sandbox.Lookup(name)
-		s := sandbox.Settings{Decode: func(any) error { return nil }, Defaults: o.Defaults}
+		r, _ := sandbox.Lookup(name)
+		s := sandbox.Settings{Defaults: o.Defaults}
 		if o.Settings != nil {
 			s = o.Settings(name)
 		}
-		b, err := f(s)
+		b, err := r.New(s)
 		if err != nil {
 			p := &probe{done: make(chan struct{}), h: sandbox.Health{Reason: "creating backend: " + err.Error(), CheckedAt: time.Now()}}
 			close(p.done)
@@ -113,10 +136,11 @@ func New(o Options) (*Engine, error) {
 	return e, nil
 }
 
-// Start probes every backend now and then every ProbeInterval until Close.
+// Start reconciles every backend that can (removing what a crashed execbox
+// left), probes each now and then every ProbeInterval until Close.
 func (e *Engine) Start() {
 	for _, name := range e.order {
-		e.probeAsync(name)
+		e.probeAsync(name, true)
 	}
 	e.wg.Go(func() {
 		t := time.NewTicker(e.opts.ProbeInterval)
@@ -149,7 +173,7 @@ func (e *Engine) Close() {
 	e.mu.Unlock()
 	e.wg.Wait()
 	for _, name := range e.order {
-		if c, ok := e.backends[name].(interface{ Close() error }); ok {
+		if c, ok := e.backends[name].(sandbox.Closer); ok {
 			if err := c.Close(); err != nil {
 				e.opts.Logger.Warn("closing backend", "backend", name, "err", err)
 			}
@@ -157,8 +181,11 @@ func (e *Engine) Close() {
 	}
 }
 
-// probeAsync starts the first probe of name unless one exists.
-func (e *Engine) probeAsync(name string) *probe {
+// probeAsync starts the first probe of name unless one exists; with
+// reconcile, the backend first removes what a crashed execbox left (the
+// daemon's start; a one-shot CLI run leaves that to the backend's own first
+// use).
+func (e *Engine) probeAsync(name string, reconcile bool) *probe {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if p, ok := e.health[name]; ok {
@@ -168,6 +195,9 @@ func (e *Engine) probeAsync(name string) *probe {
 	e.health[name] = p
 	b := e.backends[name]
 	e.wg.Go(func() {
+		if reconcile {
+			e.reconcile(b)
+		}
 		h := e.check(b)
 		e.mu.Lock()
 		p.h = h
@@ -175,6 +205,24 @@ func (e *Engine) probeAsync(name string) *probe {
 		close(p.done)
 	})
 	return p
+}
+
+// reconcile removes what a crashed execbox left of backend b, once, before
+// its first probe.
+func (e *Engine) reconcile(b sandbox.Backend) {
+	r, ok := b.(sandbox.Reconciler)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	removed, err := r.Reconcile(ctx)
+	if len(removed) > 0 {
+		e.opts.Logger.Info("removed what an earlier execbox left", "backend", b.Name(), "removed", removed)
+	}
+	if err != nil {
+		e.opts.Logger.Warn("reconciling backend", "backend", b.Name(), "err", err)
+	}
 }
 
 func (e *Engine) refresh(name string) {
@@ -203,7 +251,7 @@ func (e *Engine) check(b sandbox.Backend) sandbox.Health {
 
 // healthOf returns name's health, waiting for its first probe if needed.
 func (e *Engine) healthOf(ctx context.Context, name string) (sandbox.Health, error) {
-	p := e.probeAsync(name)
+	p := e.probeAsync(name, false)
 	select {
 	case <-p.done:
 	case <-ctx.Done():
@@ -234,32 +282,113 @@ func (e *Engine) Limits(l sandbox.Limits) (sandbox.Limits, error) {
 	return l.WithDefaults(e.opts.Defaults), nil
 }
 
-// Run selects a backend for sel and runs p in a one-shot sandbox.
-func (e *Engine) Run(ctx context.Context, sel Selection, spec sandbox.Spec, p *sandbox.Process) (*sandbox.Result, error) {
+// Run selects a backend for sel and runs p in a one-shot sandbox under the
+// configured policy, holding one of MaxRuns slots while it runs.
+func (e *Engine) Run(ctx context.Context, sel sandbox.Selection, spec sandbox.Spec, p *sandbox.Process) (*sandbox.Result, error) {
+	release, err := e.admit()
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	return e.run(ctx, sel, spec, p)
+}
+
+// run is Run without a slot: the function executor has its own bound.
+func (e *Engine) run(ctx context.Context, sel sandbox.Selection, spec sandbox.Spec, p *sandbox.Process) (*sandbox.Result, error) {
 	b, _, err := e.Select(ctx, sel)
 	if err != nil {
 		return nil, err
 	}
-	if spec.Limits, err = e.Limits(spec.Limits); err != nil {
+	if spec, err = e.prepare(spec); err != nil {
 		return nil, err
 	}
 	return sandbox.Run(ctx, b, spec, p)
 }
 
-// Create selects a backend for sel and creates a sandbox on it (sessions).
-func (e *Engine) Create(ctx context.Context, sel Selection, spec sandbox.Spec) (sandbox.Sandbox, error) {
-	b, _, err := e.Select(ctx, sel)
+// Create selects a backend for sel and creates a sandbox on it (sessions)
+// under the configured policy. The sandbox holds one of MaxRuns slots
+// until it is closed.
+func (e *Engine) Create(ctx context.Context, sel sandbox.Selection, spec sandbox.Spec) (sandbox.Sandbox, error) {
+	release, err := e.admit()
 	if err != nil {
 		return nil, err
 	}
-	if spec.Limits, err = e.Limits(spec.Limits); err != nil {
+	b, _, err := e.Select(ctx, sel)
+	if err == nil {
+		spec, err = e.prepare(spec)
+	}
+	if err == nil {
+		err = spec.Validate()
+	}
+	var sb sandbox.Sandbox
+	if err == nil {
+		sb, err = b.Create(ctx, spec)
+	}
+	if err != nil {
+		release()
 		return nil, err
 	}
-	if err := spec.Validate(); err != nil {
-		return nil, err
-	}
-	return b.Create(ctx, spec)
+	return &slotted{Sandbox: sb, release: sync.OnceFunc(release)}, nil
 }
+
+// slotted is a sandbox that gives its slot back when it is closed.
+type slotted struct {
+	sandbox.Sandbox
+	release func()
+}
+
+func (s *slotted) Close(ctx context.Context) error {
+	defer s.release()
+	return s.Sandbox.Close(ctx)
+}
+
+// admit takes one of MaxRuns slots, or refuses at once with ErrBusy.
+func (e *Engine) admit() (release func(), err error) {
+	select {
+	case e.slots <- struct{}{}:
+		return func() { <-e.slots }, nil
+	default:
+		return nil, sandbox.Errorf(sandbox.ErrBusy, "busy", "every run slot is taken (server.max_runs %d); try again later", cap(e.slots))
+	}
+}
+
+// prepare applies the configured policy and limits to a request's spec.
+func (e *Engine) prepare(spec sandbox.Spec) (sandbox.Spec, error) {
+	var err error
+	if spec.Limits, err = e.Limits(spec.Limits); err != nil {
+		return spec, err
+	}
+	spec.Policy = e.Policy(spec.Policy)
+	return spec, nil
+}
+
+// Policy returns p under the configured policy: the configured env
+// allowlist and prefixes added, the configured RunAsUser when one is set.
+func (e *Engine) Policy(p sandbox.Policy) sandbox.Policy {
+	c := e.opts.Policy
+	p.EnvAllowlist = union(c.EnvAllowlist, p.EnvAllowlist)
+	p.EnvAllowPrefix = union(c.EnvAllowPrefix, p.EnvAllowPrefix)
+	if c.RunAsUser != "" {
+		p.RunAsUser = c.RunAsUser
+	}
+	return p
+}
+
+// union is a followed by the entries of b it lacks.
+func union(a, b []string) []string {
+	out := slices.Clone(a)
+	for _, s := range b {
+		if !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// Functions returns the function executor: function calls and lints run
+// through this engine (selection, policy, limits), at most
+// Options.Functions.Concurrency at once.
+func (e *Engine) Functions() *function.Executor { return e.functions }
 
 func errorf(kind *sandbox.Kind, code, format string, args ...any) error {
 	return sandbox.Errorf(kind, code, format, args...)

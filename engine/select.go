@@ -24,7 +24,7 @@ type Decision struct {
 }
 
 // Select picks the backend a request with sel runs on, or says why none may.
-func (e *Engine) Select(ctx context.Context, sel Selection) (sandbox.Backend, Decision, error) {
+func (e *Engine) Select(ctx context.Context, sel sandbox.Selection) (sandbox.Backend, Decision, error) {
 	if e.opts.Backend == "off" {
 		return nil, Decision{}, errorf(sandbox.ErrDenied, "backend_off",
 			"execution is turned off (backend: off): nothing runs, tier requests included")
@@ -44,7 +44,7 @@ func (e *Engine) Select(ctx context.Context, sel Selection) (sandbox.Backend, De
 }
 
 // floor is the weakest isolation sel may run with, and why.
-func (e *Engine) floor(sel Selection) (sandbox.Isolation, string, error) {
+func (e *Engine) floor(sel sandbox.Selection) (sandbox.Isolation, string, error) {
 	floor, why := e.opts.MinIsolation, "the configured min_isolation"
 	raise := func(l sandbox.Isolation, because string) {
 		if l > floor {
@@ -241,7 +241,7 @@ func (e *Engine) Report(ctx context.Context) Report {
 		}
 		r.Candidates = append(r.Candidates, c)
 	}
-	_, d, err := e.Select(ctx, Selection{})
+	_, d, err := e.Select(ctx, sandbox.Selection{})
 	if err != nil {
 		r.SelectedBecause = err.Error()
 		return r

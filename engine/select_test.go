@@ -48,8 +48,11 @@ func init() {
 	} {
 		s := &stub{name: name, iso: iso}
 		stubs[name] = s
-		sandbox.Register(name, func(sandbox.Settings) (sandbox.Backend, error) { return s, nil })
+		sandbox.Register(sandbox.Registration{Name: name, New: func(sandbox.Settings) (sandbox.Backend, error) { return s, nil }})
 	}
+	// Registered once, at init: a test run with -count registers nothing twice.
+	sandbox.Register(sandbox.Registration{Name: "t-broken", New: func(sandbox.Settings) (sandbox.Backend, error) { return nil, errors.New("bad settings") }})
+
 }
 
 // world sets every stub's health: names listed are available and ready.
@@ -76,7 +79,7 @@ func newEngine(t *testing.T, o Options) *Engine {
 	return e
 }
 
-func selectName(t *testing.T, e *Engine, sel Selection) (string, error) {
+func selectName(t *testing.T, e *Engine, sel sandbox.Selection) (string, error) {
 	t.Helper()
 	_, d, err := e.Select(context.Background(), sel)
 	return d.Backend, err
@@ -87,39 +90,39 @@ func TestSelection(t *testing.T) {
 		name    string
 		ready   []string
 		opts    Options
-		sel     Selection
+		sel     sandbox.Selection
 		want    string // backend, or "" with wantErr
 		wantErr *sandbox.Kind
 		errHas  string
 	}{
-		{"auto takes the strongest ready", []string{"t-proc1", "t-kernel", "t-vm"}, Options{}, Selection{}, "t-vm", nil, ""},
-		{"auto skips unavailable", []string{"t-proc1", "t-kernel"}, Options{}, Selection{}, "t-kernel", nil, ""},
-		{"auto ties by preference", []string{"t-proc2", "t-proc1"}, Options{}, Selection{}, "t-proc1", nil, ""},
-		{"auto ties by configured preference", []string{"t-proc2", "t-proc1"}, Options{Preference: []string{"t-proc2"}}, Selection{}, "t-proc2", nil, ""},
-		{"auto never picks unisolated", []string{"t-none"}, Options{AllowUnisolated: true}, Selection{}, "", sandbox.ErrUnavailable, "never falls back"},
-		{"off refuses auto", []string{"t-vm"}, Options{Backend: "off"}, Selection{}, "", sandbox.ErrDenied, "turned off"},
-		{"off refuses strict", []string{"t-vm"}, Options{Backend: "off"}, Selection{Tier: TierStrict}, "", sandbox.ErrDenied, "tier requests included"},
-		{"off refuses a named backend", []string{"t-vm"}, Options{Backend: "off"}, Selection{Backend: "t-vm"}, "", sandbox.ErrDenied, ""},
-		{"named unavailable is an error, not a fallback", []string{"t-proc1"}, Options{}, Selection{Backend: "t-kernel"}, "", sandbox.ErrUnavailable, "t-kernel is not installed"},
-		{"configured named unavailable is an error", []string{"t-proc1"}, Options{Backend: "t-kernel"}, Selection{}, "", sandbox.ErrUnavailable, "does not fall back"},
-		{"unknown backend", nil, Options{}, Selection{Backend: "nope"}, "", sandbox.ErrInvalid, "unknown backend"},
-		{"unisolated refused without allow", []string{"t-none"}, Options{}, Selection{Backend: "t-none"}, "", sandbox.ErrDenied, "allow_unisolated"},
-		{"unisolated allowed when named and allowed", []string{"t-none"}, Options{AllowUnisolated: true}, Selection{Backend: "t-none"}, "t-none", nil, ""},
-		{"a tier never names a backend", []string{"t-none"}, Options{AllowUnisolated: true}, Selection{Tier: "t-none"}, "", sandbox.ErrInvalid, "never names a backend"},
-		{"a tier named local is refused", []string{"t-none"}, Options{AllowUnisolated: true}, Selection{Tier: "local"}, "", sandbox.ErrInvalid, ""},
-		{"strict takes kernel or stronger", []string{"t-proc1", "t-kernel"}, Options{}, Selection{Tier: TierStrict}, "t-kernel", nil, ""},
-		{"strict without kernel fails", []string{"t-proc1", "t-proc2"}, Options{}, Selection{Tier: TierStrict}, "", sandbox.ErrUnavailable, "kernel or stronger"},
-		{"standard takes the strongest", []string{"t-proc1", "t-vm"}, Options{}, Selection{Tier: TierStandard}, "t-vm", nil, ""},
-		{"fast takes the preferred fast one", []string{"t-proc2", "t-proc1", "t-kernel"}, Options{}, Selection{Tier: TierFast}, "t-proc1", nil, ""},
-		{"fast never unisolated", []string{"t-none"}, Options{AllowUnisolated: true}, Selection{Tier: TierFast}, "", sandbox.ErrUnavailable, ""},
-		{"min_isolation is never undercut", []string{"t-proc1", "t-kernel"}, Options{}, Selection{Tier: TierFast, MinIsolation: "kernel"}, "t-kernel", nil, ""},
-		{"min_isolation refuses a weaker named backend", []string{"t-proc1"}, Options{}, Selection{Backend: "t-proc1", MinIsolation: "kernel"}, "", sandbox.ErrDenied, "below the kernel"},
-		{"configured floor: a tier may not lower it", []string{"t-proc1", "t-kernel"}, Options{Backend: "t-kernel"}, Selection{Tier: TierFast}, "t-kernel", nil, ""},
-		{"configured floor: a named request may not lower it", []string{"t-proc1", "t-kernel"}, Options{Backend: "t-kernel"}, Selection{Backend: "t-proc1"}, "", sandbox.ErrDenied, "configured backend"},
-		{"a tier may raise isolation", []string{"t-proc1", "t-kernel"}, Options{Backend: "t-proc1"}, Selection{Tier: TierStrict}, "t-kernel", nil, ""},
-		{"configured min_isolation", []string{"t-proc1", "t-proc2"}, Options{MinIsolation: sandbox.IsolationKernel}, Selection{}, "", sandbox.ErrUnavailable, ""},
-		{"bad min_isolation", nil, Options{}, Selection{MinIsolation: "extreme"}, "", sandbox.ErrInvalid, "extreme"},
-		{"backend and tier together", nil, Options{}, Selection{Backend: "t-proc1", Tier: TierFast}, "", sandbox.ErrInvalid, "not both"},
+		{"auto takes the strongest ready", []string{"t-proc1", "t-kernel", "t-vm"}, Options{}, sandbox.Selection{}, "t-vm", nil, ""},
+		{"auto skips unavailable", []string{"t-proc1", "t-kernel"}, Options{}, sandbox.Selection{}, "t-kernel", nil, ""},
+		{"auto ties by preference", []string{"t-proc2", "t-proc1"}, Options{}, sandbox.Selection{}, "t-proc1", nil, ""},
+		{"auto ties by configured preference", []string{"t-proc2", "t-proc1"}, Options{Preference: []string{"t-proc2"}}, sandbox.Selection{}, "t-proc2", nil, ""},
+		{"auto never picks unisolated", []string{"t-none"}, Options{AllowUnisolated: true}, sandbox.Selection{}, "", sandbox.ErrUnavailable, "never falls back"},
+		{"off refuses auto", []string{"t-vm"}, Options{Backend: "off"}, sandbox.Selection{}, "", sandbox.ErrDenied, "turned off"},
+		{"off refuses strict", []string{"t-vm"}, Options{Backend: "off"}, sandbox.Selection{Tier: TierStrict}, "", sandbox.ErrDenied, "tier requests included"},
+		{"off refuses a named backend", []string{"t-vm"}, Options{Backend: "off"}, sandbox.Selection{Backend: "t-vm"}, "", sandbox.ErrDenied, ""},
+		{"named unavailable is an error, not a fallback", []string{"t-proc1"}, Options{}, sandbox.Selection{Backend: "t-kernel"}, "", sandbox.ErrUnavailable, "t-kernel is not installed"},
+		{"configured named unavailable is an error", []string{"t-proc1"}, Options{Backend: "t-kernel"}, sandbox.Selection{}, "", sandbox.ErrUnavailable, "does not fall back"},
+		{"unknown backend", nil, Options{}, sandbox.Selection{Backend: "nope"}, "", sandbox.ErrInvalid, "unknown backend"},
+		{"unisolated refused without allow", []string{"t-none"}, Options{}, sandbox.Selection{Backend: "t-none"}, "", sandbox.ErrDenied, "allow_unisolated"},
+		{"unisolated allowed when named and allowed", []string{"t-none"}, Options{AllowUnisolated: true}, sandbox.Selection{Backend: "t-none"}, "t-none", nil, ""},
+		{"a tier never names a backend", []string{"t-none"}, Options{AllowUnisolated: true}, sandbox.Selection{Tier: "t-none"}, "", sandbox.ErrInvalid, "never names a backend"},
+		{"a tier named local is refused", []string{"t-none"}, Options{AllowUnisolated: true}, sandbox.Selection{Tier: "local"}, "", sandbox.ErrInvalid, ""},
+		{"strict takes kernel or stronger", []string{"t-proc1", "t-kernel"}, Options{}, sandbox.Selection{Tier: TierStrict}, "t-kernel", nil, ""},
+		{"strict without kernel fails", []string{"t-proc1", "t-proc2"}, Options{}, sandbox.Selection{Tier: TierStrict}, "", sandbox.ErrUnavailable, "kernel or stronger"},
+		{"standard takes the strongest", []string{"t-proc1", "t-vm"}, Options{}, sandbox.Selection{Tier: TierStandard}, "t-vm", nil, ""},
+		{"fast takes the preferred fast one", []string{"t-proc2", "t-proc1", "t-kernel"}, Options{}, sandbox.Selection{Tier: TierFast}, "t-proc1", nil, ""},
+		{"fast never unisolated", []string{"t-none"}, Options{AllowUnisolated: true}, sandbox.Selection{Tier: TierFast}, "", sandbox.ErrUnavailable, ""},
+		{"min_isolation is never undercut", []string{"t-proc1", "t-kernel"}, Options{}, sandbox.Selection{Tier: TierFast, MinIsolation: "kernel"}, "t-kernel", nil, ""},
+		{"min_isolation refuses a weaker named backend", []string{"t-proc1"}, Options{}, sandbox.Selection{Backend: "t-proc1", MinIsolation: "kernel"}, "", sandbox.ErrDenied, "below the kernel"},
+		{"configured floor: a tier may not lower it", []string{"t-proc1", "t-kernel"}, Options{Backend: "t-kernel"}, sandbox.Selection{Tier: TierFast}, "t-kernel", nil, ""},
+		{"configured floor: a named request may not lower it", []string{"t-proc1", "t-kernel"}, Options{Backend: "t-kernel"}, sandbox.Selection{Backend: "t-proc1"}, "", sandbox.ErrDenied, "configured backend"},
+		{"a tier may raise isolation", []string{"t-proc1", "t-kernel"}, Options{Backend: "t-proc1"}, sandbox.Selection{Tier: TierStrict}, "t-kernel", nil, ""},
+		{"configured min_isolation", []string{"t-proc1", "t-proc2"}, Options{MinIsolation: sandbox.IsolationKernel}, sandbox.Selection{}, "", sandbox.ErrUnavailable, ""},
+		{"bad min_isolation", nil, Options{}, sandbox.Selection{MinIsolation: "extreme"}, "", sandbox.ErrInvalid, "extreme"},
+		{"backend and tier together", nil, Options{}, sandbox.Selection{Backend: "t-proc1", Tier: TierFast}, "", sandbox.ErrInvalid, "not both"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -143,13 +146,12 @@ func TestSelection(t *testing.T) {
 // may ask for: with no level to compare, tiers and named backends are refused.
 func TestConfiguredBackendThatFailedToBuildIsStillTheFloor(t *testing.T) {
 	world("t-proc1", "t-kernel")
-	sandbox.Register("t-broken", func(sandbox.Settings) (sandbox.Backend, error) { return nil, errors.New("bad settings") })
 	e, err := New(Options{Backend: "t-broken", Backends: []string{"t-broken", "t-proc1", "t-kernel"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(e.Close)
-	for _, sel := range []Selection{{Tier: TierFast}, {Tier: TierStrict}, {Backend: "t-proc1"}, {}} {
+	for _, sel := range []sandbox.Selection{{Tier: TierFast}, {Tier: TierStrict}, {Backend: "t-proc1"}, {}} {
 		if got, err := selectName(t, e, sel); !errors.Is(err, sandbox.ErrUnavailable) || !strings.Contains(err.Error(), "bad settings") {
 			t.Errorf("Select(%+v) = %q, %v; want unavailable naming the factory error", sel, got, err)
 		}
@@ -160,10 +162,10 @@ func TestNotReadyIsSkippedByAutoButNamedWorks(t *testing.T) {
 	world("t-proc1")
 	stubs["t-vm"].set(true, false, "image not pulled")
 	e := newEngine(t, Options{})
-	if got, err := selectName(t, e, Selection{}); err != nil || got != "t-proc1" {
+	if got, err := selectName(t, e, sandbox.Selection{}); err != nil || got != "t-proc1" {
 		t.Fatalf("auto = %q, %v", got, err)
 	}
-	if got, err := selectName(t, e, Selection{Backend: "t-vm"}); err != nil || got != "t-vm" {
+	if got, err := selectName(t, e, sandbox.Selection{Backend: "t-vm"}); err != nil || got != "t-vm" {
 		t.Fatalf("named not-ready = %q, %v", got, err)
 	}
 }
@@ -171,12 +173,12 @@ func TestNotReadyIsSkippedByAutoButNamedWorks(t *testing.T) {
 func TestBackendReadyLaterIsPickedUpWithoutRestart(t *testing.T) {
 	world("t-proc1")
 	e := newEngine(t, Options{})
-	if got, _ := selectName(t, e, Selection{}); got != "t-proc1" {
+	if got, _ := selectName(t, e, sandbox.Selection{}); got != "t-proc1" {
 		t.Fatalf("before: %q", got)
 	}
 	stubs["t-kernel"].set(true, true, "ok")
 	e.refresh("t-kernel")
-	if got, _ := selectName(t, e, Selection{}); got != "t-kernel" {
+	if got, _ := selectName(t, e, sandbox.Selection{}); got != "t-kernel" {
 		t.Fatalf("after the kernel backend became ready: %q", got)
 	}
 }

@@ -1,9 +1,9 @@
-// Package function implements the function-call protocol of seed 004:
+// Package function implements execbox's function-call protocol:
 // a request {code, params, entrypoint, mode} runs one user-written function
 // in a sandbox and answers {ok: true, data} or {ok: false, error}, with a
 // lint mode that only parses. It is implemented once, for every backend:
 // the package never chooses a backend, it hands a sandbox.Spec and a
-// sandbox.Process to a Runner (the engine), which does.
+// sandbox.Process to an Engine (package engine), which does.
 //
 // # Wire format
 //
@@ -16,8 +16,8 @@
 //
 // Only code is required. timeout is seconds (a number) or a duration
 // string ("1500ms"), accepted from 1 s to 60 s, 15 s when absent. backend,
-// tier and min_isolation are passed to the Runner through the context
-// (SelectionFrom).
+// tier and min_isolation are the call's sandbox.Selection, passed to the
+// Engine.
 //
 // Response (WriteResponse writes one line):
 //
@@ -53,7 +53,7 @@
 //
 // output_invalid: the protocol channel is empty, not one JSON document, or
 // over its 1 MiB limit. response_invalid: it is JSON but not a protocol
-// response. isolation_unavailable comes from a Runner error of kind
+// response. isolation_unavailable comes from an Engine error of kind
 // sandbox.ErrUnavailable; the package never retries elsewhere.
 //
 // Failures of the user's code (kind ErrInvalid, or ErrLimit for the size):
@@ -107,5 +107,5 @@
 // calls (executions and lints) run at once; the next waits up to
 // Options.QueueTimeout for a slot, then is answered busy. Execute never
 // panics and always returns: the run is bounded by the request's timeout,
-// enforced by the Runner, with a backstop of 10 s more in the package.
+// enforced by the Engine, with a backstop of 10 s more in the package.
 package function

@@ -78,19 +78,19 @@ func TestInputTooLarge(t *testing.T) {
 
 // gateRunner holds every run until released, to fill the executor's slots.
 type gateRunner struct {
-	inner   Runner
+	inner   Engine
 	started chan struct{}
 	release chan struct{}
 }
 
-func (g *gateRunner) Run(ctx context.Context, spec sandbox.Spec, p *sandbox.Process) (*sandbox.Result, error) {
+func (g *gateRunner) Run(ctx context.Context, sel sandbox.Selection, spec sandbox.Spec, p *sandbox.Process) (*sandbox.Result, error) {
 	g.started <- struct{}{}
 	select {
 	case <-g.release:
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
-	return g.inner.Run(ctx, spec, p)
+	return g.inner.Run(ctx, sel, spec, p)
 }
 
 func TestBusy(t *testing.T) {
@@ -206,7 +206,7 @@ func TestTimeout(t *testing.T) {
 // A Runner that ignores the time limit still cannot hang Execute.
 func TestTimeoutBackstop(t *testing.T) {
 	t.Parallel()
-	hang := RunnerFunc(func(ctx context.Context, _ sandbox.Spec, _ *sandbox.Process) (*sandbox.Result, error) {
+	hang := EngineFunc(func(ctx context.Context, _ sandbox.Selection, _ sandbox.Spec, _ *sandbox.Process) (*sandbox.Result, error) {
 		<-ctx.Done()
 		return &sandbox.Result{Reason: sandbox.ReasonCanceled}, nil
 	})
@@ -258,7 +258,7 @@ func TestSandboxFailed(t *testing.T) {
 }
 
 func TestIsolationUnavailable(t *testing.T) {
-	r := RunnerFunc(func(context.Context, sandbox.Spec, *sandbox.Process) (*sandbox.Result, error) {
+	r := EngineFunc(func(context.Context, sandbox.Selection, sandbox.Spec, *sandbox.Process) (*sandbox.Result, error) {
 		return nil, fmt.Errorf("selecting a backend: %w",
 			sandbox.Errorf(sandbox.ErrUnavailable, "backend_unavailable", "gvisor: runsc does not start"))
 	})
@@ -278,8 +278,8 @@ func TestIsolationUnavailable(t *testing.T) {
 
 // fakeResult is a Runner whose sandbox misbehaves in a given way: the
 // fault injection the real runners never do on their own.
-func fakeResult(res sandbox.Result) Runner {
-	return RunnerFunc(func(context.Context, sandbox.Spec, *sandbox.Process) (*sandbox.Result, error) {
+func fakeResult(res sandbox.Result) Engine {
+	return EngineFunc(func(context.Context, sandbox.Selection, sandbox.Spec, *sandbox.Process) (*sandbox.Result, error) {
 		r := res
 		if r.Reason == "" {
 			r.Reason = sandbox.ReasonExited
@@ -430,7 +430,7 @@ func TestRunnerErrors(t *testing.T) {
 		sandbox.ErrLimit:    CodeSandboxFailed,
 		sandbox.ErrInternal: CodeSandboxFailed,
 	} {
-		e, _ := New(RunnerFunc(func(context.Context, sandbox.Spec, *sandbox.Process) (*sandbox.Result, error) {
+		e, _ := New(EngineFunc(func(context.Context, sandbox.Selection, sandbox.Spec, *sandbox.Process) (*sandbox.Result, error) {
 			return nil, sandbox.Errorf(kind, "x", "engine said no")
 		}), Options{})
 		r := e.Execute(context.Background(), &Request{Code: "def main(): pass"})
@@ -439,7 +439,7 @@ func TestRunnerErrors(t *testing.T) {
 			t.Errorf("%s: error %q", code, r.Error)
 		}
 	}
-	e, _ := New(RunnerFunc(func(context.Context, sandbox.Spec, *sandbox.Process) (*sandbox.Result, error) {
+	e, _ := New(EngineFunc(func(context.Context, sandbox.Selection, sandbox.Spec, *sandbox.Process) (*sandbox.Result, error) {
 		return nil, nil
 	}), Options{})
 	wantCode(t, e.Execute(context.Background(), &Request{Code: "def main(): pass"}), CodeSandboxFailed)
@@ -448,7 +448,7 @@ func TestRunnerErrors(t *testing.T) {
 // A panicking Runner is an internal_error response, and frees its slot.
 func TestRunnerPanic(t *testing.T) {
 	calls := 0
-	e, err := New(RunnerFunc(func(context.Context, sandbox.Spec, *sandbox.Process) (*sandbox.Result, error) {
+	e, err := New(EngineFunc(func(context.Context, sandbox.Selection, sandbox.Spec, *sandbox.Process) (*sandbox.Result, error) {
 		calls++
 		if calls == 1 {
 			panic("boom")
@@ -463,18 +463,17 @@ func TestRunnerPanic(t *testing.T) {
 	wantOK(t, e.Execute(context.Background(), &Request{Code: "def main(): pass"}), `2`)
 }
 
-// What reaches the Runner: the runner on argv, the request on stdin, the
-// timeout as the wall limit, no files, and the selection in the context.
-func TestRunnerSeam(t *testing.T) {
+// What reaches the Engine: the runner on argv, the request on stdin, the
+// timeout as the wall limit, no files, and the call's selection.
+func TestEngineSeam(t *testing.T) {
 	var (
 		spec  sandbox.Spec
 		proc  *sandbox.Process
 		stdin []byte
-		sel   Selection
+		got   sandbox.Selection
 	)
-	e, err := New(RunnerFunc(func(ctx context.Context, s sandbox.Spec, p *sandbox.Process) (*sandbox.Result, error) {
-		spec, proc, sel = s, p, Selection{}
-		sel, _ = SelectionFrom(ctx)
+	e, err := New(EngineFunc(func(ctx context.Context, sel sandbox.Selection, s sandbox.Spec, p *sandbox.Process) (*sandbox.Result, error) {
+		spec, proc, got = s, p, sel
 		stdin, _ = io.ReadAll(p.Stdin)
 		return &sandbox.Result{Reason: sandbox.ReasonExited, Stdout: `{"ok":true,"data":null}`, Backend: "gvisor", Isolation: sandbox.IsolationKernel}, nil
 	}), Options{Limits: sandbox.Limits{Memory: 128 * sandbox.MiB}})
@@ -487,8 +486,8 @@ func TestRunnerSeam(t *testing.T) {
 	if r.Backend != "gvisor" || r.Isolation != "kernel" {
 		t.Errorf("backend/isolation = %s/%s", r.Backend, r.Isolation)
 	}
-	if want := (Selection{"gvisor", "strong", "kernel"}); sel != want {
-		t.Errorf("selection = %+v, want %+v", sel, want)
+	if want := (sandbox.Selection{Backend: "gvisor", Tier: "strong", MinIsolation: "kernel"}); got != want {
+		t.Errorf("selection = %+v, want %+v", got, want)
 	}
 	if spec.Limits.Wall != 3*time.Second || proc.Timeout != 3*time.Second || spec.Limits.Memory != 128*sandbox.MiB || len(spec.Files) != 0 {
 		t.Errorf("spec = %+v, timeout %v", spec, proc.Timeout)

@@ -11,20 +11,21 @@ import (
 	"github.com/execbox/execbox/sandbox"
 )
 
-// Runner runs one sandboxed process to its end. It is the engine's job:
-// choosing the backend (see SelectionFrom), admission, Create → Exec →
-// Close. A process that fails, times out or is killed is a Result with a
-// Reason; an error means it could not be run (ErrUnavailable: the
-// isolation asked for is not there).
-type Runner interface {
-	Run(ctx context.Context, spec sandbox.Spec, p *sandbox.Process) (*sandbox.Result, error)
+// Engine runs one sandboxed process to its end: choosing the backend for
+// sel, applying the configured policy and limits, Create → Exec → Close.
+// The engine package's Engine is the one that matters. A process that
+// fails, times out or is killed is a Result with a Reason; an error means
+// it could not be run (ErrUnavailable: the isolation asked for is not
+// there).
+type Engine interface {
+	Run(ctx context.Context, sel sandbox.Selection, spec sandbox.Spec, p *sandbox.Process) (*sandbox.Result, error)
 }
 
-// RunnerFunc adapts a function to Runner.
-type RunnerFunc func(ctx context.Context, spec sandbox.Spec, p *sandbox.Process) (*sandbox.Result, error)
+// EngineFunc adapts a function to Engine.
+type EngineFunc func(ctx context.Context, sel sandbox.Selection, spec sandbox.Spec, p *sandbox.Process) (*sandbox.Result, error)
 
-func (f RunnerFunc) Run(ctx context.Context, spec sandbox.Spec, p *sandbox.Process) (*sandbox.Result, error) {
-	return f(ctx, spec, p)
+func (f EngineFunc) Run(ctx context.Context, sel sandbox.Selection, spec sandbox.Spec, p *sandbox.Process) (*sandbox.Result, error) {
+	return f(ctx, sel, spec, p)
 }
 
 // Options configure an Executor. The zero value is usable.
@@ -41,9 +42,6 @@ type Options struct {
 	// Limits are the sandbox limits of every run; zero fields are left to
 	// the engine's defaults. Wall and Output are set per run.
 	Limits sandbox.Limits
-	// Policy is the configured sandbox policy every call runs under (env
-	// allowlist, run_as_user, …), the same as for any other run.
-	Policy sandbox.Policy
 	// Python and Node name the interpreters inside the sandbox, looked up
 	// in its PATH; empty means "python3" and "node".
 	Python string
@@ -55,23 +53,23 @@ type Options struct {
 // fit with room to spare.
 const protocolOutput = 1 * sandbox.MiB
 
-// backstop is how long past the timeout Execute waits for a Runner that
+// backstop is how long past the timeout Execute waits for an Engine that
 // does not end the run itself (a slow sandbox start counts against it).
 const backstop = 10 * time.Second
 
-// Executor runs function calls and lints through a Runner, at most
+// Executor runs function calls and lints through an Engine, at most
 // Options.Concurrency at once. It is safe for concurrent use.
 type Executor struct {
-	runner   Runner
+	engine   Engine
 	opts     Options
 	slots    chan struct{}
 	backstop time.Duration
 }
 
-// New returns an Executor that runs every call through r.
-func New(r Runner, o Options) (*Executor, error) {
-	if r == nil {
-		return nil, sandbox.Errorf(sandbox.ErrInvalid, CodeInvalidRequest, "function executor: no runner")
+// New returns an Executor that runs every call through en.
+func New(en Engine, o Options) (*Executor, error) {
+	if en == nil {
+		return nil, sandbox.Errorf(sandbox.ErrInvalid, CodeInvalidRequest, "function executor: no engine")
 	}
 	if o.Concurrency < 0 || o.QueueTimeout < 0 {
 		return nil, sandbox.Errorf(sandbox.ErrInvalid, CodeInvalidRequest, "function executor: concurrency and queue timeout must not be negative")
@@ -91,11 +89,11 @@ func New(r Runner, o Options) (*Executor, error) {
 	if o.Node == "" {
 		o.Node = "node"
 	}
-	return &Executor{runner: r, opts: o, slots: make(chan struct{}, o.Concurrency), backstop: backstop}, nil
+	return &Executor{engine: en, opts: o, slots: make(chan struct{}, o.Concurrency), backstop: backstop}, nil
 }
 
 // Execute runs one request and always answers: every failure, including a
-// bad request, a busy executor or a panicking Runner, is a Response with
+// bad request, a busy executor or a panicking Engine, is a Response with
 // OK false and a Code. ctx cancels the call (code interrupted).
 func (e *Executor) Execute(ctx context.Context, req *Request) (resp *Response) {
 	defer func() {
@@ -175,17 +173,17 @@ func (e *Executor) run(ctx context.Context, req *Request, in []byte) *Response {
 	limits.Wall = timeout
 	limits.Output = protocolOutput
 	limits.OutputLimitKill = false
-	spec := sandbox.Spec{Policy: e.opts.Policy, Limits: limits}
+	spec := sandbox.Spec{Limits: limits}
 	p := &sandbox.Process{
 		Args:    command(req.Language, e.opts.Python, e.opts.Node),
 		Stdin:   bytes.NewReader(in),
 		Timeout: timeout,
 	}
-	sel := Selection{Backend: req.Backend, Tier: req.Tier, MinIsolation: req.MinIsolation}
-	rctx, cancel := context.WithTimeout(context.WithValue(ctx, selectionKey{}, sel), timeout+e.backstop)
+	sel := sandbox.Selection{Backend: req.Backend, Tier: req.Tier, MinIsolation: req.MinIsolation}
+	rctx, cancel := context.WithTimeout(ctx, timeout+e.backstop)
 	defer cancel()
 
-	res, err := e.runner.Run(rctx, spec, p)
+	res, err := e.engine.Run(rctx, sel, spec, p)
 	interrupted := ctx.Err() != nil
 	overdue := !interrupted && rctx.Err() != nil
 	if err != nil {
@@ -195,17 +193,17 @@ func (e *Executor) run(ctx context.Context, req *Request, in []byte) *Response {
 		case overdue:
 			return fail(CodeTimeout, "execution timed out; the process tree was killed")
 		}
-		return runnerFailure(err)
+		return engineFailure(err)
 	}
 	if res == nil {
-		return fail(CodeSandboxFailed, "sandbox failed to start or run the function: the runner returned no result")
+		return fail(CodeSandboxFailed, "sandbox failed to start or run the function: the engine returned no result")
 	}
 	resp := fromResult(res, mode, overdue)
 	resp.Backend, resp.Isolation = res.Backend, res.Isolation.String()
 	return resp
 }
 
-func runnerFailure(err error) *Response {
+func engineFailure(err error) *Response {
 	switch code := codeOf(err); code {
 	case CodeIsolationUnavailable:
 		return fail(code, fmt.Sprintf("isolation unavailable: %v; the code was not run", err))
@@ -264,4 +262,4 @@ func describeEnd(res *sandbox.Result, what string) string {
 }
 
 // Interface guards.
-var _ Runner = RunnerFunc(nil)
+var _ Engine = EngineFunc(nil)

@@ -26,7 +26,7 @@ type hostRunner struct {
 	peak    int
 }
 
-func (h *hostRunner) Run(ctx context.Context, spec sandbox.Spec, p *sandbox.Process) (*sandbox.Result, error) {
+func (h *hostRunner) Run(ctx context.Context, _ sandbox.Selection, spec sandbox.Spec, p *sandbox.Process) (*sandbox.Result, error) {
 	if err := spec.Validate(); err != nil {
 		return nil, err
 	}

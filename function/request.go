@@ -2,7 +2,6 @@ package function
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -84,8 +83,8 @@ type Request struct {
 	// default (15 s unless configured).
 	Timeout Duration `json:"timeout,omitzero"`
 
-	// Backend, Tier and MinIsolation are passed to the Runner (see
-	// SelectionFrom); this package only checks their shape.
+	// Backend, Tier and MinIsolation are the call's sandbox.Selection,
+	// passed to the Engine; this package only checks their shape.
 	Backend      string `json:"backend,omitempty"`
 	Tier         string `json:"tier,omitempty"`
 	MinIsolation string `json:"min_isolation,omitempty"`
@@ -125,22 +124,6 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 	}
 	*d = Duration(secs * float64(time.Second))
 	return nil
-}
-
-// Selection is what a Request asks of the engine: backend, tier, minimum
-// isolation. Execute puts it in the context given to Runner.Run.
-type Selection struct {
-	Backend      string
-	Tier         string
-	MinIsolation string
-}
-
-type selectionKey struct{}
-
-// SelectionFrom returns the Selection of the request being run, for Runners.
-func SelectionFrom(ctx context.Context) (Selection, bool) {
-	s, ok := ctx.Value(selectionKey{}).(Selection)
-	return s, ok
 }
 
 func invalid(format string, args ...any) error {

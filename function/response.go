@@ -5,6 +5,8 @@ import (
 	"errors"
 	"io"
 
+	"github.com/execbox/execbox/errmap"
+
 	"github.com/execbox/execbox/sandbox"
 )
 
@@ -33,40 +35,12 @@ const (
 	CodeInternal       = "internal_error"  // a bug in execbox
 )
 
-// codeKinds maps every code to the error kind transports map.
-var codeKinds = map[string]*sandbox.Kind{
-	CodeInvalidCode:          sandbox.ErrInvalid,
-	CodeInputTooLarge:        sandbox.ErrLimit,
-	CodeBusy:                 sandbox.ErrBusy,
-	CodeTimeout:              sandbox.ErrLimit,
-	CodeSandboxFailed:        sandbox.ErrInternal,
-	CodeIsolationUnavailable: sandbox.ErrUnavailable,
-	CodeOutputInvalid:        sandbox.ErrInternal,
-	CodeResponseInvalid:      sandbox.ErrInternal,
-	CodeInterrupted:          sandbox.ErrInternal,
-	CodeUserError:            sandbox.ErrInvalid,
-	CodeSyntaxError:          sandbox.ErrInvalid,
-	CodeEntrypointNotFound:   sandbox.ErrInvalid,
-	CodeResultInvalid:        sandbox.ErrInvalid,
-	CodeResultTooLarge:       sandbox.ErrLimit,
-	CodeInvalidRequest:       sandbox.ErrInvalid,
-	CodeMemoryLimit:          sandbox.ErrLimit,
-	CodeDenied:               sandbox.ErrDenied,
-	CodeInternal:             sandbox.ErrInternal,
-}
-
 // Codes lists every stable error code.
-func Codes() []string {
-	out := make([]string, 0, len(codeKinds))
-	for c := range codeKinds {
-		out = append(out, c)
-	}
-	return out
-}
+func Codes() []string { return errmap.FunctionCodes() }
 
 // KindOf returns the error kind of a code (ErrInternal for an unknown one).
 func KindOf(code string) *sandbox.Kind {
-	if k, ok := codeKinds[code]; ok {
+	if k, ok := errmap.FunctionKind(code); ok {
 		return k
 	}
 	return sandbox.ErrInternal
@@ -144,7 +118,7 @@ func ErrorResponse(err error) *Response {
 func codeOf(err error) string {
 	var e *sandbox.Error
 	if errors.As(err, &e) {
-		if _, ok := codeKinds[e.Code]; ok {
+		if _, ok := errmap.FunctionKind(e.Code); ok {
 			return e.Code
 		}
 	}

@@ -72,3 +72,20 @@ type Health struct {
 	// CheckedAt is when the probe ran.
 	CheckedAt time.Time `json:"checked_at"`
 }
+
+// Closer is a Backend that holds host resources of its own beyond its
+// sandboxes (a work root, a client connection, reused containers). The
+// engine calls Close once, at shutdown, after every sandbox is closed; the
+// backend is not used afterwards.
+type Closer interface {
+	Close() error
+}
+
+// Reconciler is a Backend that can find and remove what an earlier,
+// crashed execbox process left behind (processes, cgroups, mounts, work
+// dirs, containers), never touching what a live process owns. It returns
+// a description of each thing it removed. The engine calls it at start;
+// it is safe to call at any time.
+type Reconciler interface {
+	Reconcile(ctx context.Context) (removed []string, err error)
+}

@@ -3,15 +3,12 @@ package sandbox
 import (
 	"errors"
 	"fmt"
-	"net/http"
 )
 
-// Kind is one of the few error classes every transport knows how to map.
-type Kind struct {
-	code string
-	http int
-	exit int
-}
+// Kind is one of the few error classes every transport knows how to map
+// (package errmap maps them to HTTP statuses, CLI exit codes and more). A
+// kind carries only its stable code.
+type Kind struct{ code string }
 
 func (k *Kind) Error() string { return k.code }
 
@@ -20,14 +17,19 @@ func (k *Kind) Code() string { return k.code }
 
 // The error kinds. Check with errors.Is(err, sandbox.ErrInvalid).
 var (
-	ErrInvalid     = &Kind{"invalid", http.StatusBadRequest, 125}
-	ErrUnavailable = &Kind{"unavailable", http.StatusServiceUnavailable, 125}
-	ErrBusy        = &Kind{"busy", http.StatusTooManyRequests, 125}
-	ErrLimit       = &Kind{"limit", http.StatusRequestEntityTooLarge, 125}
-	ErrNotFound    = &Kind{"not_found", http.StatusNotFound, 125}
-	ErrDenied      = &Kind{"denied", http.StatusForbidden, 125}
-	ErrInternal    = &Kind{"internal", http.StatusInternalServerError, 125}
+	ErrInvalid     = &Kind{"invalid"}     // the request is wrong; retrying it cannot help
+	ErrUnavailable = &Kind{"unavailable"} // the isolation or service asked for is not there now
+	ErrBusy        = &Kind{"busy"}        // no capacity now; retry later
+	ErrLimit       = &Kind{"limit"}       // a size or time bound was passed
+	ErrNotFound    = &Kind{"not_found"}   // no such sandbox, file or resource
+	ErrDenied      = &Kind{"denied"}      // policy forbids it
+	ErrInternal    = &Kind{"internal"}    // a fault of execbox or of the host
 )
+
+// Kinds lists every kind, most specific first.
+func Kinds() []*Kind {
+	return []*Kind{ErrInvalid, ErrUnavailable, ErrBusy, ErrLimit, ErrNotFound, ErrDenied, ErrInternal}
+}
 
 // Error is a typed execbox error: a kind, a specific stable code and a
 // message for people. The cause, if any, is part of Msg and reachable with
@@ -60,7 +62,7 @@ func KindOf(err error) *Kind {
 	if err == nil {
 		return nil
 	}
-	for _, k := range []*Kind{ErrInvalid, ErrUnavailable, ErrBusy, ErrLimit, ErrNotFound, ErrDenied, ErrInternal} {
+	for _, k := range Kinds() {
 		if errors.Is(err, k) {
 			return k
 		}
@@ -80,9 +82,3 @@ func CodeOf(err error) string {
 	}
 	return KindOf(err).Code()
 }
-
-// HTTPStatus maps err to the HTTP status transports answer with.
-func HTTPStatus(err error) int { return KindOf(err).http }
-
-// ExitCode maps err to the CLI exit code (125: execbox itself failed or refused).
-func ExitCode(err error) int { return KindOf(err).exit }

@@ -2,51 +2,94 @@ package sandbox
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 )
 
-// Settings are what a Factory gets to build its backend.
+// Registration makes a backend known: its name, its configuration section
+// and how to build it. Backends register in an init function.
+type Registration struct {
+	// Name is the backend's name and the key of its configuration section.
+	Name string
+	// Config returns a new value of the backend's configuration: a pointer
+	// to a struct whose fields (with yaml tags, as the configuration's
+	// other sections) are the keys of the section, set to their defaults.
+	// The value may implement Validate() error, which the configuration
+	// loader calls; its errors name the key ("docker.image: …"). nil means
+	// the backend has no section.
+	Config func() any
+	// New builds the backend. It must be cheap: no probing (that is
+	// Health's job).
+	New func(Settings) (Backend, error)
+}
+
+// Settings are what a Registration's New gets to build its backend.
 type Settings struct {
-	// Decode fills v from this backend's section of the configuration (the
-	// top-level key <name>, every layer applied); with no such section it
-	// leaves v unchanged. v must have a field for every key of the section.
-	Decode func(v any) error
+	// Config is the backend's section, every configuration layer applied:
+	// a value Registration.Config made. nil means the defaults.
+	Config any
 	// StateDir is a directory the backend may keep state in.
 	StateDir string
 	// WorkRoot is where sandboxes make their work dirs on the host.
 	WorkRoot string
 	// Instance identifies this execbox process, for labelling what it owns.
 	Instance string
-	// Defaults are the configured default limits.
+	// Defaults are the configured default limits; zero means Defaults.
 	Defaults Limits
 }
 
-// Factory builds a backend. It must be cheap: no probing (that is Health's job).
-type Factory func(Settings) (Backend, error)
+// ConfigOf returns s.Config as a *T, or def() when it is nil. A value of
+// another type is a programming error and panics.
+func ConfigOf[T any](s Settings, def func() *T) *T {
+	if s.Config == nil {
+		return def()
+	}
+	return s.Config.(*T)
+}
+
+// Root returns s.WorkRoot, or os.TempDir()/execbox when it is empty.
+func (s Settings) Root() string {
+	if s.WorkRoot == "" {
+		return filepath.Join(os.TempDir(), "execbox")
+	}
+	return s.WorkRoot
+}
+
+// DefaultLimits returns s.Defaults, or Defaults when it is zero.
+func (s Settings) DefaultLimits() Limits {
+	if s.Defaults == (Limits{}) {
+		return Defaults
+	}
+	return s.Defaults
+}
 
 var (
 	registryMu sync.RWMutex
-	registry   = map[string]Factory{}
+	registry   = map[string]Registration{}
 )
 
-// Register makes a backend known by name. It panics on a duplicate name, as
-// that is a programming error found at start-up.
-func Register(name string, f Factory) {
+// Register makes a backend known. It panics on a duplicate or empty name
+// or a missing New, as those are programming errors found at start-up.
+func Register(r Registration) {
 	registryMu.Lock()
 	defer registryMu.Unlock()
-	if _, dup := registry[name]; dup {
-		panic(fmt.Sprintf("sandbox: backend %q registered twice", name))
+	if r.Name == "" || r.New == nil {
+		panic(fmt.Sprintf("sandbox: registration %q lacks a name or New", r.Name))
 	}
-	registry[name] = f
+	if _, dup := registry[r.Name]; dup {
+		panic(fmt.Sprintf("sandbox: backend %q registered twice", r.Name))
+	}
+	registry[r.Name] = r
 }
 
-// Lookup returns the factory registered under name.
-func Lookup(name string) (Factory, bool) {
+// Lookup returns the registration of name.
+func Lookup(name string) (Registration, bool) {
 	registryMu.RLock()
 	defer registryMu.RUnlock()
-	f, ok := registry[name]
-	return f, ok
+	r, ok := registry[name]
+	return r, ok
 }
 
 // Names lists the registered backends, sorted.

@@ -6,7 +6,7 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/execbox/execbox/function"
+	"github.com/execbox/execbox/errmap"
 	"github.com/execbox/execbox/sandbox"
 )
 
@@ -18,12 +18,12 @@ const ProblemTypePrefix = "urn:execbox:error:"
 
 // Codes of this API (besides the sandbox and function codes).
 const (
-	CodeUnauthenticated  = "unauthenticated"    // 401: no or an unknown bearer token
-	CodeForbidden        = "forbidden"          // 403: the token may not do this
-	CodeNotFound         = "not_found"          // 404: no such route
-	CodeMethodNotAllowed = "method_not_allowed" // 405
-	CodeBodyTimeout      = "body_timeout"       // 408: the body came too slowly
-	CodeBodyTooLarge     = "body_too_large"     // 413: the body is over server.max_body
+	CodeUnauthenticated  = errmap.CodeUnauthenticated // 401: no or an unknown bearer token
+	CodeForbidden        = "forbidden"                // 403: the token may not do this
+	CodeNotFound         = "not_found"                // 404: no such route
+	CodeMethodNotAllowed = "method_not_allowed"       // 405
+	CodeBodyTimeout      = "body_timeout"             // 408: the body came too slowly
+	CodeBodyTooLarge     = "body_too_large"           // 413: the body is over server.max_body
 	CodeUnsupportedMedia = "unsupported_media_type"
 	CodeBusy             = "busy"               // 429: every run slot is taken
 	CodeRateLimited      = "rate_limited"       // 429: the token's rate limit
@@ -67,38 +67,10 @@ func (p *Problem) Unwrap() error {
 // Kind returns the error kind of the problem: the kind of its code when the
 // code is a function code, else the kind of its status.
 func (p *Problem) Kind() *sandbox.Kind {
-	if k, ok := functionKind(p.Code); ok {
+	if k, ok := errmap.FunctionKind(p.Code); ok {
 		return k
 	}
-	return KindOfStatus(p.Status)
-}
-
-func functionKind(code string) (*sandbox.Kind, bool) {
-	for _, c := range function.Codes() {
-		if c == code {
-			return function.KindOf(code), true
-		}
-	}
-	return nil, false
-}
-
-// KindOfStatus maps an HTTP status back to an error kind (401 is denied).
-func KindOfStatus(status int) *sandbox.Kind {
-	switch status {
-	case http.StatusBadRequest, http.StatusMethodNotAllowed, http.StatusUnsupportedMediaType, http.StatusRequestTimeout:
-		return sandbox.ErrInvalid
-	case http.StatusUnauthorized, http.StatusForbidden:
-		return sandbox.ErrDenied
-	case http.StatusNotFound:
-		return sandbox.ErrNotFound
-	case http.StatusRequestEntityTooLarge:
-		return sandbox.ErrLimit
-	case http.StatusTooManyRequests:
-		return sandbox.ErrBusy
-	case http.StatusServiceUnavailable:
-		return sandbox.ErrUnavailable
-	}
-	return sandbox.ErrInternal
+	return errmap.KindOfStatus(p.Status)
 }
 
 // NewProblem describes err: status from its kind (401 for
@@ -109,10 +81,7 @@ func NewProblem(err error) *Problem {
 		return p
 	}
 	code := sandbox.CodeOf(err)
-	status := sandbox.HTTPStatus(err)
-	if code == CodeUnauthenticated {
-		status = http.StatusUnauthorized
-	}
+	status := errmap.HTTPStatus(err)
 	pr := &Problem{Type: ProblemTypePrefix + code, Title: http.StatusText(status), Status: status, Detail: err.Error(), Code: code}
 	var fe *FieldError
 	if errors.As(err, &fe) {

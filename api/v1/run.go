@@ -11,7 +11,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/execbox/execbox/internal/config"
 	"github.com/execbox/execbox/sandbox"
 )
 
@@ -260,7 +259,7 @@ func (s *Size) UnmarshalJSON(b []byte) error {
 		if err := json.Unmarshal(b, &t); err != nil {
 			return bad
 		}
-		n, err := config.ParseSize(t)
+		n, err := sandbox.ParseSize(t)
 		if err != nil {
 			return bad
 		}

@@ -34,8 +34,8 @@ func BenchmarkPython(b *testing.B) {
 			continue
 		}
 		b.Run(name, func(b *testing.B) {
-			f, _ := sandbox.Lookup(name)
-			be, err := f(sandbox.Settings{WorkRoot: filepath.Join(root, name), Decode: func(any) error { return nil }})
+			r, _ := sandbox.Lookup(name)
+			be, err := r.New(sandbox.Settings{WorkRoot: filepath.Join(root, name)})
 			if err != nil {
 				b.Skip(err)
 			}

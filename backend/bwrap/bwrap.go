@@ -1,7 +1,7 @@
 package bwrap
 
 import (
-	"os"
+	"errors"
 	"path/filepath"
 	"sync"
 
@@ -11,13 +11,26 @@ import (
 // Name is the registered name of this backend.
 const Name = "bwrap"
 
-func init() { sandbox.Register(Name, New) }
+func init() {
+	sandbox.Register(sandbox.Registration{Name: Name, New: New, Config: func() any { return DefaultConfig() }})
+}
 
 // Config is the backend's configuration section (bwrap.*).
 type Config struct {
 	// Path is the bwrap binary, a path or a name looked up in PATH;
 	// empty means "bwrap".
 	Path string `yaml:"path"`
+}
+
+// DefaultConfig is the bwrap section's built-in value.
+func DefaultConfig() *Config { return &Config{Path: "bwrap"} }
+
+// Validate names the key at fault.
+func (c *Config) Validate() error {
+	if c.Path == "" {
+		return errors.New("bwrap.path: must not be empty")
+	}
+	return nil
 }
 
 // Backend runs sandboxes with bubblewrap under execbox's cgroups and
@@ -37,24 +50,11 @@ type Backend struct {
 // New returns the bwrap backend for settings s. It only records the
 // settings; the host is looked at on first use.
 func New(s sandbox.Settings) (sandbox.Backend, error) {
-	var cfg Config
-	if s.Decode != nil {
-		if err := s.Decode(&cfg); err != nil {
-			return nil, err
-		}
+	cfg := sandbox.ConfigOf(s, DefaultConfig)
+	if err := cfg.Validate(); err != nil {
+		return nil, sandbox.Errorf(sandbox.ErrInvalid, "config_invalid", "%w", err)
 	}
-	if cfg.Path == "" {
-		cfg.Path = "bwrap"
-	}
-	root := s.WorkRoot
-	if root == "" {
-		root = filepath.Join(os.TempDir(), "execbox")
-	}
-	d := s.Defaults
-	if d == (sandbox.Limits{}) {
-		d = sandbox.Defaults
-	}
-	return &Backend{cfg: cfg, workRoot: filepath.Join(root, Name), defaults: d}, nil
+	return &Backend{cfg: *cfg, workRoot: filepath.Join(s.Root(), Name), defaults: s.DefaultLimits()}, nil
 }
 
 // Name is "bwrap".

@@ -16,11 +16,11 @@ func TestConformance(t *testing.T) {
 // from configuration (as the engine builds it) runs Python with no flags.
 func TestRegistered(t *testing.T) {
 	newBackend(t)
-	f, ok := sandbox.Lookup(Name)
+	r, ok := sandbox.Lookup(Name)
 	if !ok {
 		t.Fatal("bwrap is not registered")
 	}
-	b, err := f(sandbox.Settings{WorkRoot: workRoot(t), Decode: func(v any) error { v.(*Config).Path = "/usr/bin/bwrap"; return nil }})
+	b, err := r.New(sandbox.Settings{WorkRoot: workRoot(t), Config: &Config{Path: "/usr/bin/bwrap"}})
 	if err != nil {
 		t.Fatal(err)
 	}

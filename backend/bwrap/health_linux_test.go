@@ -160,10 +160,7 @@ func TestHealthUnavailable(t *testing.T) {
 		s    sandbox.Settings
 		want string
 	}{
-		{"missing_binary", sandbox.Settings{WorkRoot: workRoot(t), Decode: func(v any) error {
-			v.(*Config).Path = "/nonexistent/bwrap"
-			return nil
-		}}, "bwrap.path"},
+		{"missing_binary", sandbox.Settings{WorkRoot: workRoot(t), Config: withConfig(func(c *Config) { c.Path = "/nonexistent/bwrap" })}, "bwrap.path"},
 		// bwrap, as uid 65534, cannot pass a 0700 root directory.
 		{"work_root_unreachable", sandbox.Settings{WorkRoot: filepath.Join(private, "w")}, "not reachable by uid 65534"},
 	} {

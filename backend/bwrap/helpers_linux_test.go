@@ -57,3 +57,10 @@ func tail(s string) string {
 	}
 	return s
 }
+
+// withConfig is the section's default value changed by set.
+func withConfig(set func(*Config)) *Config {
+	c := DefaultConfig()
+	set(c)
+	return c
+}

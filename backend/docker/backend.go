@@ -19,7 +19,7 @@ import (
 const Name = "docker"
 
 func init() {
-	sandbox.Register(Name, New)
+	sandbox.Register(sandbox.Registration{Name: Name, New: New, Config: func() any { return DefaultConfig() }})
 }
 
 // Backend runs sandboxes as hardened containers of a Docker engine, driven
@@ -44,13 +44,7 @@ type Backend struct {
 // New returns the docker backend for settings s. It does not contact the
 // engine (Health does).
 func New(s sandbox.Settings) (sandbox.Backend, error) {
-	var cfg Config
-	if s.Decode != nil {
-		if err := s.Decode(&cfg); err != nil {
-			return nil, sandbox.Errorf(sandbox.ErrInvalid, "config_invalid", "decoding the docker section: %w", err)
-		}
-	}
-	return NewWithConfig(cfg, s)
+	return NewWithConfig(*sandbox.ConfigOf(s, DefaultConfig), s)
 }
 
 // NewWithConfig is New with the docker section given directly.
@@ -63,10 +57,7 @@ func NewWithConfig(cfg Config, s sandbox.Settings) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := s.Defaults
-	if d == (sandbox.Limits{}) {
-		d = sandbox.Defaults
-	}
+	d := s.DefaultLimits()
 	inst := s.Instance
 	if inst == "" {
 		inst = "pid-" + strconv.Itoa(os.Getpid())

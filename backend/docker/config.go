@@ -1,6 +1,7 @@
 package docker
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -8,8 +9,7 @@ import (
 	"github.com/execbox/execbox/sandbox"
 )
 
-// Config is the `docker:` section of execbox's configuration. Its yaml keys
-// are exactly those of internal/config's DockerSection.
+// Config is the `docker:` section of execbox's configuration.
 type Config struct {
 	// Host is the engine's address (unix:///var/run/docker.sock,
 	// tcp://host:2376). Empty means DOCKER_HOST, else the local socket.
@@ -32,6 +32,20 @@ const DefaultImage = "execbox-python:latest"
 
 // DefaultIdleTimeout is the idle timeout a zero Config means.
 const DefaultIdleTimeout = 5 * time.Minute
+
+// DefaultConfig is the docker section's built-in value.
+func DefaultConfig() *Config { return &Config{Image: DefaultImage, IdleTimeout: DefaultIdleTimeout} }
+
+// Validate names the key at fault.
+func (c *Config) Validate() error {
+	switch {
+	case c.Image == "":
+		return errors.New("docker.image: must not be empty")
+	case c.IdleTimeout < 0:
+		return errors.New("docker.idle_timeout: must not be negative")
+	}
+	return c.validate()
+}
 
 func (c Config) withDefaults() Config {
 	if c.Image == "" {

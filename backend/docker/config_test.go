@@ -9,16 +9,17 @@ import (
 	"github.com/execbox/execbox/sandbox"
 )
 
-// TestConfigSection decodes the docker section as the engine hands it over:
-// every key of internal/config's DockerSection has a field here (the
-// decoder refuses a key without one) and the defaults come through.
+// TestConfigSection takes the docker section as the engine hands it over:
+// the configuration's layers applied to the value this backend registered,
+// its defaults included.
 func TestConfigSection(t *testing.T) {
-	cfg := config.Default()
-	cfg.Docker.Runtime = "runsc"
-	cfg.Docker.ReuseContainer = true
-	cfg.Docker.IdleTimeout = 90 * time.Second
-	cfg.Docker.Host = "tcp://127.0.0.1:1"
-	b, err := New(sandbox.Settings{Decode: cfg.BackendSection(Name), Instance: "t"})
+	cfg, _, err := config.Load("", []string{"EXECBOX_DOCKER_RUNTIME=runsc", "EXECBOX_DOCKER_REUSE_CONTAINER=true"},
+		map[string]string{"docker.idle_timeout": "90s", "docker.host": "tcp://127.0.0.1:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sec := cfg.BackendConfig(Name).(*Config)
+	b, err := New(sandbox.Settings{Config: sec, Instance: "t"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,14 +34,14 @@ func TestConfigSection(t *testing.T) {
 	if db.host != "tcp://127.0.0.1:1" {
 		t.Errorf("docker.host not used: %s", db.host)
 	}
-	cfg.Docker.Runtime = ""
-	b, _ = New(sandbox.Settings{Decode: cfg.BackendSection(Name)})
+	sec.Runtime = ""
+	b, _ = New(sandbox.Settings{Config: sec})
 	if b.Capabilities().Isolation != sandbox.IsolationProcess {
 		t.Errorf("default runtime: isolation %v, want process", b.Capabilities().Isolation)
 	}
 	for _, host := range []string{"ssh://me@there", "no-scheme"} {
-		cfg.Docker.Host = host
-		if _, err := New(sandbox.Settings{Decode: cfg.BackendSection(Name)}); sandbox.CodeOf(err) != "config_invalid" {
+		sec.Host = host
+		if _, err := New(sandbox.Settings{Config: sec}); sandbox.CodeOf(err) != "config_invalid" {
 			t.Errorf("docker.host %q: %v", host, err)
 		}
 	}

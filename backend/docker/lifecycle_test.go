@@ -102,8 +102,8 @@ func TestNoOrphans(t *testing.T) {
 		t.Fatalf("the holder's container %s is not listed: %v", name, got)
 	}
 	alive := newBackend(t, Config{})
-	if r, err := alive.Reconcile(ctx); err != nil || len(r.Containers) > 0 {
-		t.Errorf("reconciling while the holder lives removed %v (%v)", r.Containers, err)
+	if r, err := alive.Reconcile(ctx); err != nil || len(r) > 0 {
+		t.Errorf("reconciling while the holder lives removed %v (%v)", r, err)
 	}
 	if got := execboxContainers(t, b, "test-holder"); !slices.Contains(got, "/"+name) {
 		t.Fatalf("the live holder's container was removed: %v", got)
@@ -162,7 +162,7 @@ func TestReconcileExpiry(t *testing.T) {
 	}
 	got := execboxContainers(t, b, "test-expiry")
 	if slices.Contains(got, expired) || !slices.Contains(got, live) {
-		t.Errorf("after reconcile: %v (removed %v); want %s kept and %s removed", got, r.Containers, live, expired)
+		t.Errorf("after reconcile: %v (removed %v); want %s kept and %s removed", got, r, live, expired)
 	}
 }
 

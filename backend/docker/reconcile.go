@@ -10,20 +10,15 @@ import (
 	"github.com/moby/moby/client"
 )
 
-// Reconciled is what Reconcile removed.
-type Reconciled struct {
-	Containers []string // names
-	Volumes    []string
-}
-
 // Reconcile removes the containers and volumes that an earlier execbox left
 // behind and nobody wants any more: those whose owner process on this
 // machine is dead (a kill -9, a crash) and those past their expiry (owners
 // this execbox cannot check). Containers of live execbox processes,
 // including this one, are left alone. It runs once by itself on the first
-// contact with the engine; call it to run it again.
-func (b *Backend) Reconcile(ctx context.Context) (Reconciled, error) {
-	var out Reconciled
+// contact with the engine; call it to run it again. What it removed is
+// listed as "container NAME" and "volume NAME".
+func (b *Backend) Reconcile(ctx context.Context) ([]string, error) {
+	var out []string
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	list, err := b.cli.ContainerList(ctx, client.ContainerListOptions{
@@ -46,7 +41,7 @@ func (b *Backend) Reconcile(ctx context.Context) (Reconciled, error) {
 			errs = append(errs, b.wrap(err, "removing left-over container "+name))
 			continue
 		}
-		out.Containers = append(out.Containers, name)
+		out = append(out, "container "+name)
 	}
 	// Volumes whose container was removed without them.
 	vols, err := b.cli.VolumeList(ctx, client.VolumeListOptions{
@@ -63,7 +58,7 @@ func (b *Backend) Reconcile(ctx context.Context) (Reconciled, error) {
 				errs = append(errs, b.wrap(err, "removing left-over volume "+v.Name))
 				continue
 			}
-			out.Volumes = append(out.Volumes, v.Name)
+			out = append(out, "volume "+v.Name)
 		}
 	}
 	return out, errors.Join(errs...)

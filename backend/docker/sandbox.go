@@ -151,7 +151,8 @@ func (s *Sandbox) Close(ctx context.Context) error {
 
 // Interface guards.
 var (
-	_ sandbox.Backend            = (*Backend)(nil)
-	_ sandbox.Sandbox            = (*Sandbox)(nil)
-	_ interface{ Close() error } = (*Backend)(nil)
+	_ sandbox.Backend    = (*Backend)(nil)
+	_ sandbox.Sandbox    = (*Sandbox)(nil)
+	_ sandbox.Closer     = (*Backend)(nil)
+	_ sandbox.Reconciler = (*Backend)(nil)
 )

@@ -26,11 +26,11 @@ func TestConformance(t *testing.T) {
 // from configuration (as the engine builds it) runs Python with no flags.
 func TestRegistered(t *testing.T) {
 	newBackend(t)
-	f, ok := sandbox.Lookup(Name)
+	r, ok := sandbox.Lookup(Name)
 	if !ok {
 		t.Fatal("gvisor is not registered")
 	}
-	b, err := f(sandbox.Settings{WorkRoot: t.TempDir(), Decode: func(any) error { return nil }})
+	b, err := r.New(sandbox.Settings{WorkRoot: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}

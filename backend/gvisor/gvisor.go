@@ -1,7 +1,7 @@
 package gvisor
 
 import (
-	"os"
+	"errors"
 	"path/filepath"
 	"sync"
 	"time"
@@ -12,13 +12,26 @@ import (
 // Name is the registered name of this backend.
 const Name = "gvisor"
 
-func init() { sandbox.Register(Name, New) }
+func init() {
+	sandbox.Register(sandbox.Registration{Name: Name, New: New, Config: func() any { return DefaultConfig() }})
+}
 
 // Config is the backend's configuration section (gvisor.*).
 type Config struct {
 	// Runsc is the runsc binary: a path, or a name looked up in PATH.
 	// Empty means "runsc".
 	Runsc string `yaml:"runsc"`
+}
+
+// DefaultConfig is the gvisor section's built-in value.
+func DefaultConfig() *Config { return &Config{Runsc: "runsc"} }
+
+// Validate names the key at fault.
+func (c *Config) Validate() error {
+	if c.Runsc == "" {
+		return errors.New("gvisor.runsc: must not be empty")
+	}
+	return nil
 }
 
 // healthTTL is how long a probe's answer is reused.
@@ -43,28 +56,15 @@ type Backend struct {
 // New returns the gvisor backend for settings s. It only records the
 // settings; the host is looked at on first use.
 func New(s sandbox.Settings) (sandbox.Backend, error) {
-	var cfg Config
-	if s.Decode != nil {
-		if err := s.Decode(&cfg); err != nil {
-			return nil, err
-		}
-	}
-	if cfg.Runsc == "" {
-		cfg.Runsc = "runsc"
-	}
-	root := s.WorkRoot
-	if root == "" {
-		root = filepath.Join(os.TempDir(), "execbox")
-	}
-	d := s.Defaults
-	if d == (sandbox.Limits{}) {
-		d = sandbox.Defaults
+	cfg := sandbox.ConfigOf(s, DefaultConfig)
+	if err := cfg.Validate(); err != nil {
+		return nil, sandbox.Errorf(sandbox.ErrInvalid, "config_invalid", "%w", err)
 	}
 	return &Backend{
-		cfg:      cfg,
-		workRoot: filepath.Join(root, Name),
-		hidden:   []string{root},
-		defaults: d,
+		cfg:      *cfg,
+		workRoot: filepath.Join(s.Root(), Name),
+		hidden:   []string{s.Root()},
+		defaults: s.DefaultLimits(),
 	}, nil
 }
 

@@ -33,3 +33,10 @@ func mustBackend(t testing.TB, s sandbox.Settings) *Backend {
 	}
 	return sb.(*Backend)
 }
+
+// withConfig is the section's default value changed by set.
+func withConfig(set func(*Config)) *Config {
+	c := DefaultConfig()
+	set(c)
+	return c
+}

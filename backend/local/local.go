@@ -28,7 +28,7 @@ const Name = "local"
 func init() {
 	reexec.Entry("local-reaper", reaperMain)
 	reexec.Entry("local-exec", execMain)
-	sandbox.Register(Name, New)
+	sandbox.Register(sandbox.Registration{Name: Name, New: New})
 }
 
 // Backend runs sandboxes as plain host subprocesses.
@@ -39,15 +39,7 @@ type Backend struct {
 
 // New returns the local backend for settings s.
 func New(s sandbox.Settings) (sandbox.Backend, error) {
-	root := s.WorkRoot
-	if root == "" {
-		root = filepath.Join(os.TempDir(), "execbox")
-	}
-	d := s.Defaults
-	if d == (sandbox.Limits{}) {
-		d = sandbox.Defaults
-	}
-	return &Backend{workRoot: root, defaults: d}, nil
+	return &Backend{workRoot: s.Root(), defaults: s.DefaultLimits()}, nil
 }
 
 func (b *Backend) Name() string { return Name }

@@ -17,11 +17,11 @@ func TestConformance(t *testing.T) {
 // from configuration (as the engine builds it) runs Python with no flags.
 func TestRegistered(t *testing.T) {
 	newBackend(t)
-	f, ok := sandbox.Lookup(Name)
+	r, ok := sandbox.Lookup(Name)
 	if !ok {
 		t.Fatal("native is not registered")
 	}
-	b, err := f(sandbox.Settings{WorkRoot: t.TempDir(), Decode: func(any) error { return nil }})
+	b, err := r.New(sandbox.Settings{WorkRoot: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,7 +29,7 @@ func TestRegistered(t *testing.T) {
 	if err != nil || !res.Succeeded() || res.Stdout != "1\n" || res.Backend != Name || res.Isolation != sandbox.IsolationProcess {
 		t.Fatalf("python3 -c 'print(1)': %v %+v", err, res)
 	}
-	if _, err := f(sandbox.Settings{Decode: func(v any) error { v.(*Config).RootFS = []string{"usr"}; return nil }}); !errors.Is(err, sandbox.ErrInvalid) {
+	if _, err := r.New(sandbox.Settings{Config: &Config{RootFS: []string{"usr"}}}); !errors.Is(err, sandbox.ErrInvalid) {
 		t.Fatalf("a relative native.rootfs: %v, want ErrInvalid", err)
 	}
 }

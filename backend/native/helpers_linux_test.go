@@ -37,3 +37,10 @@ func mustBackend(t testing.TB, s sandbox.Settings) *Backend {
 func mountTmpfs(dir string) error {
 	return unix.Mount("tmpfs", dir, "tmpfs", 0, "size=1m")
 }
+
+// withConfig is the section's default value changed by set.
+func withConfig(set func(*Config)) *Config {
+	c := DefaultConfig()
+	set(c)
+	return c
+}

@@ -1,7 +1,7 @@
 package native
 
 import (
-	"os"
+	"fmt"
 	"path/filepath"
 	"sync"
 
@@ -11,7 +11,9 @@ import (
 // Name is the registered name of this backend.
 const Name = "native"
 
-func init() { sandbox.Register(Name, New) }
+func init() {
+	sandbox.Register(sandbox.Registration{Name: Name, New: New, Config: func() any { return DefaultConfig() }})
+}
 
 // Config is the backend's configuration section (native.*).
 type Config struct {
@@ -24,6 +26,19 @@ type Config struct {
 	// execbox-init next to the executable if there is one, else re-executing
 	// the current binary. "reexec" forces re-execution.
 	InitPath string `yaml:"init_path"`
+}
+
+// DefaultConfig is the native section's built-in value.
+func DefaultConfig() *Config { return &Config{RootFS: []string{}} }
+
+// Validate names the key at fault.
+func (c *Config) Validate() error {
+	for _, p := range c.RootFS {
+		if !filepath.IsAbs(p) {
+			return fmt.Errorf("native.rootfs: %q is not an absolute path", p)
+		}
+	}
+	return nil
 }
 
 // Backend runs sandboxes in fresh Linux namespaces with cgroup limits,
@@ -43,26 +58,11 @@ type Backend struct {
 // New returns the native backend for settings s. It only records the
 // settings; the host is looked at on first use.
 func New(s sandbox.Settings) (sandbox.Backend, error) {
-	var cfg Config
-	if s.Decode != nil {
-		if err := s.Decode(&cfg); err != nil {
-			return nil, err
-		}
+	cfg := sandbox.ConfigOf(s, DefaultConfig)
+	if err := cfg.Validate(); err != nil {
+		return nil, sandbox.Errorf(sandbox.ErrInvalid, "config_invalid", "%w", err)
 	}
-	for _, p := range cfg.RootFS {
-		if !filepath.IsAbs(p) {
-			return nil, sandbox.Errorf(sandbox.ErrInvalid, "config_invalid", "native.rootfs: %q is not an absolute path", p)
-		}
-	}
-	root := s.WorkRoot
-	if root == "" {
-		root = filepath.Join(os.TempDir(), "execbox")
-	}
-	d := s.Defaults
-	if d == (sandbox.Limits{}) {
-		d = sandbox.Defaults
-	}
-	return &Backend{cfg: cfg, workRoot: filepath.Join(root, "native"), defaults: d}, nil
+	return &Backend{cfg: *cfg, workRoot: filepath.Join(s.Root(), Name), defaults: s.DefaultLimits()}, nil
 }
 
 // Name is "native".

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/execbox/execbox/engine"
+	"github.com/execbox/execbox/function"
 	"github.com/execbox/execbox/internal/config"
 	"github.com/execbox/execbox/sandbox"
 )
@@ -35,9 +36,16 @@ func newEngine(cfg *config.Config) (*engine.Engine, error) {
 		Preference:      cfg.Preference,
 		Defaults:        cfg.Limits(),
 		MaxWall:         cfg.Limit.MaxWall,
+		Policy:          policy(cfg),
+		MaxRuns:         cfg.Server.MaxRuns,
+		Functions: function.Options{
+			Concurrency:    cfg.Functions.Concurrency,
+			QueueTimeout:   cfg.Functions.QueueTimeout,
+			DefaultTimeout: cfg.Functions.Timeout,
+		},
 		Settings: func(name string) sandbox.Settings {
 			return sandbox.Settings{
-				Decode:   cfg.BackendSection(name),
+				Config:   cfg.BackendConfig(name),
 				StateDir: stateDir,
 				WorkRoot: workRoot,
 				Instance: fmt.Sprintf("cli-%d", os.Getpid()),

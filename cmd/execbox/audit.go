@@ -14,7 +14,6 @@ import (
 
 	v1 "github.com/execbox/execbox/api/v1"
 	"github.com/execbox/execbox/internal/audit"
-	"github.com/execbox/execbox/internal/config"
 	"github.com/execbox/execbox/sandbox"
 )
 
@@ -119,7 +118,7 @@ func parseWhen(flag, s string, now time.Time) (time.Time, error) {
 	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
 		return t, nil
 	}
-	d, err := config.ParseDuration(s)
+	d, err := sandbox.ParseDuration(s)
 	if err != nil {
 		return time.Time{}, sandbox.Errorf(sandbox.ErrInvalid, "flag_invalid", "%s %q: want an RFC 3339 time or a duration such as 24h", flag, s)
 	}

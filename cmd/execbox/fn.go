@@ -21,17 +21,7 @@ func newExecutor(cfg *config.Config) (*function.Executor, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	x, err := function.New(e.FunctionRunner(), function.Options{
-		Policy:         policy(cfg),
-		Concurrency:    cfg.Functions.Concurrency,
-		QueueTimeout:   cfg.Functions.QueueTimeout,
-		DefaultTimeout: cfg.Functions.Timeout,
-	})
-	if err != nil {
-		e.Close()
-		return nil, nil, err
-	}
-	return x, e.Close, nil
+	return e.Functions(), e.Close, nil
 }
 
 func newFnCmd(g *globals) *cobra.Command {
@@ -115,7 +105,7 @@ func requestFromFlags(codeFile, params, entry, lang, timeout string) (*function.
 		doc["language"] = lang
 	}
 	if timeout != "" {
-		d, err := config.ParseDuration(timeout)
+		d, err := sandbox.ParseDuration(timeout)
 		if err != nil {
 			return nil, sandbox.Errorf(sandbox.ErrInvalid, function.CodeInvalidRequest, "--timeout: %w", err)
 		}

@@ -41,18 +41,19 @@ imported through the Engine API, in seconds — for CI and air-gapped hosts.`,
 			if err != nil {
 				return err
 			}
+			dc := cfg.BackendConfig(docker.Name).(*docker.Config)
 			name := args[0]
 			ref := tag
 			if ref == "" {
 				ref = "execbox-" + name + ":latest"
-				if name == "python" && cfg.Docker.Image != "" {
-					ref = cfg.Docker.Image
+				if name == "python" && dc.Image != "" {
+					ref = dc.Image
 				}
 			}
 			out := cmd.OutOrStdout()
 			start := time.Now()
 			if !offline {
-				id, err := docker.BuildDockerfile(cmd.Context(), cfg.Docker.Host, name, ref, out)
+				id, err := docker.BuildDockerfile(cmd.Context(), dc.Host, name, ref, out)
 				if err != nil {
 					return err
 				}
@@ -63,7 +64,7 @@ imported through the Engine API, in seconds — for CI and air-gapped hosts.`,
 			if err != nil {
 				return sandbox.Errorf(sandbox.ErrInvalid, "image_unknown", "%w", err)
 			}
-			st, id, err := docker.ImportOffline(cmd.Context(), cfg.Docker.Host, r, ref, image.Options{Root: root})
+			st, id, err := docker.ImportOffline(cmd.Context(), dc.Host, r, ref, image.Options{Root: root})
 			if err != nil {
 				return err
 			}

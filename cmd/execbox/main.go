@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	_ "github.com/execbox/execbox/backend/all"
+	"github.com/execbox/execbox/errmap"
 	"github.com/execbox/execbox/sandbox"
 )
 
@@ -38,7 +39,7 @@ func execute(args []string) int {
 		if code := sandbox.CodeOf(err); code != "" && errors.Is(err, sandbox.KindOf(err)) {
 			fmt.Fprintf(os.Stderr, "execbox: error code %s\n", code)
 		}
-		return sandbox.ExitCode(err)
+		return errmap.ExitCode(err)
 	}
 }
 

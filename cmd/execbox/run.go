@@ -15,7 +15,6 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 
-	"github.com/execbox/execbox/engine"
 	"github.com/execbox/execbox/internal/config"
 	"github.com/execbox/execbox/sandbox"
 )
@@ -24,7 +23,7 @@ import (
 const maxInputFiles = 64 * sandbox.MiB
 
 type runFlags struct {
-	sel                         engine.Selection
+	sel                         sandbox.Selection
 	memory, timeout, output     string
 	cpus                        float64
 	pids                        int
@@ -112,20 +111,20 @@ func runRun(ctx context.Context, g *globals, f *runFlags, args []string) error {
 }
 
 func (f *runFlags) spec(cfg *config.Config) (sandbox.Spec, error) {
-	spec := sandbox.Spec{Policy: policy(cfg), Env: map[string]string{}, Files: map[string][]byte{}}
+	spec := sandbox.Spec{Env: map[string]string{}, Files: map[string][]byte{}}
 	var err error
 	if f.memory != "" {
-		if spec.Limits.Memory, err = config.ParseSize(f.memory); err != nil {
+		if spec.Limits.Memory, err = sandbox.ParseSize(f.memory); err != nil {
 			return spec, sandbox.Errorf(sandbox.ErrInvalid, "flag_invalid", "--memory: %w", err)
 		}
 	}
 	if f.output != "" {
-		if spec.Limits.Output, err = config.ParseSize(f.output); err != nil {
+		if spec.Limits.Output, err = sandbox.ParseSize(f.output); err != nil {
 			return spec, sandbox.Errorf(sandbox.ErrInvalid, "flag_invalid", "--output-limit: %w", err)
 		}
 	}
 	if f.timeout != "" {
-		if spec.Limits.Wall, err = config.ParseDuration(f.timeout); err != nil {
+		if spec.Limits.Wall, err = sandbox.ParseDuration(f.timeout); err != nil {
 			return spec, sandbox.Errorf(sandbox.ErrInvalid, "flag_invalid", "--timeout: %w", err)
 		}
 	}

@@ -11,7 +11,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/execbox/execbox/function"
 	"github.com/execbox/execbox/internal/audit"
 	"github.com/execbox/execbox/internal/auth"
 	"github.com/execbox/execbox/internal/config"
@@ -80,15 +79,6 @@ func runServe(ctx context.Context, g *globals, listen string) error {
 	}
 	e.Start()
 	defer e.Close()
-	fx, err := function.New(e.FunctionRunner(), function.Options{
-		Policy:         policy(cfg),
-		Concurrency:    cfg.Functions.Concurrency,
-		QueueTimeout:   cfg.Functions.QueueTimeout,
-		DefaultTimeout: cfg.Functions.Timeout,
-	})
-	if err != nil {
-		return err
-	}
 	var store *audit.Store
 	if cfg.Audit.Path != "" {
 		store, err = audit.Open(cfg.Audit.Path, audit.Options{
@@ -101,13 +91,10 @@ func runServe(ctx context.Context, g *globals, listen string) error {
 	}
 	srv, err := server.New(server.Options{
 		Engine:          e,
-		Functions:       fx,
-		Policy:          policy(cfg),
 		Auth:            authn,
 		Audit:           store,
 		Logger:          log,
 		MaxBody:         cfg.Server.MaxBody,
-		MaxRuns:         cfg.Server.MaxRuns,
 		FunctionTimeout: cfg.Functions.Timeout,
 		DrainDelay:      cfg.Server.DrainDelay,
 		ShutdownTimeout: cfg.Server.ShutdownTimeout,

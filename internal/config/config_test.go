@@ -5,10 +5,15 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/execbox/execbox/backend/bwrap"
+	dockerbe "github.com/execbox/execbox/backend/docker"
+	"github.com/execbox/execbox/backend/gvisor"
+	nativebe "github.com/execbox/execbox/backend/native"
 	"github.com/execbox/execbox/sandbox"
 )
 
@@ -41,16 +46,21 @@ func TestDefaults(t *testing.T) {
 
 func TestLimitsConversion(t *testing.T) {
 	c := Default()
-	c.Limit = LimitSection{
-		Wall: 3 * time.Second, MaxWall: time.Minute, Memory: 100 << 20, CPUs: 0.5, Pids: 7, NoFile: 99,
-		FileSize: 1, TmpSize: 2, WorkSize: 3, Output: 4, OutputLimitKill: true, ArtifactFiles: 5, ArtifactBytes: 6,
+	for key, val := range map[string]string{
+		"limits.wall": "3s", "limits.max_wall": "1m", "limits.memory": "100m", "limits.cpus": "0.5", "limits.pids": "7",
+		"limits.nofile": "99", "limits.file_size": "1", "limits.tmp_size": "2", "limits.work_size": "3", "limits.output": "4",
+		"limits.output_limit_kill": "true", "limits.artifact_files": "5", "limits.artifact_bytes": "6", "limits.cpu_time": "9s",
+	} {
+		if err := c.Set(key, val); err != nil {
+			t.Fatal(err)
+		}
 	}
 	want := sandbox.Limits{
-		Wall: 3 * time.Second, Memory: 100 << 20, CPUs: 0.5, Pids: 7, NoFile: 99,
+		Wall: 3 * time.Second, CPUTime: 9 * time.Second, Memory: 100 << 20, CPUs: 0.5, Pids: 7, NoFile: 99,
 		FileSize: 1, TmpSize: 2, WorkSize: 3, Output: 4, OutputLimitKill: true, ArtifactFiles: 5, ArtifactBytes: 6,
 	}
-	if got := c.Limits(); got != want {
-		t.Errorf("Limits() = %+v, want %+v", got, want)
+	if got := c.Limits(); got != want || c.Limit.MaxWall != time.Minute {
+		t.Errorf("Limits() = %+v (max_wall %v), want %+v", got, c.Limit.MaxWall, want)
 	}
 }
 
@@ -102,13 +112,13 @@ func TestValidate(t *testing.T) {
 		{"fn timeout = max_wall", "", func(c *Config) { c.Functions.Timeout = c.Limit.MaxWall }},
 		{"fn timeout > max_wall", "functions.timeout", func(c *Config) { c.Functions.Timeout = c.Limit.MaxWall + 1 }},
 		{"fn timeout 0", "functions.timeout", func(c *Config) { c.Functions.Timeout = 0 }},
-		{"rootfs absolute", "", func(c *Config) { c.Native.RootFS = []string{"/usr"} }},
-		{"rootfs relative", "native.rootfs", func(c *Config) { c.Native.RootFS = []string{"usr"} }},
-		{"docker image empty", "docker.image", func(c *Config) { c.Docker.Image = "" }},
-		{"idle_timeout 0", "", func(c *Config) { c.Docker.IdleTimeout = 0 }},
-		{"idle_timeout negative", "docker.idle_timeout", func(c *Config) { c.Docker.IdleTimeout = -1 }},
-		{"runsc empty", "gvisor.runsc", func(c *Config) { c.GVisor.Runsc = "" }},
-		{"bwrap empty", "bwrap.path", func(c *Config) { c.Bwrap.Path = "" }},
+		{"rootfs absolute", "", func(c *Config) { native(c).RootFS = []string{"/usr"} }},
+		{"rootfs relative", "native.rootfs", func(c *Config) { native(c).RootFS = []string{"usr"} }},
+		{"docker image empty", "docker.image", func(c *Config) { docker(c).Image = "" }},
+		{"idle_timeout 0", "", func(c *Config) { docker(c).IdleTimeout = 0 }},
+		{"idle_timeout negative", "docker.idle_timeout", func(c *Config) { docker(c).IdleTimeout = -1 }},
+		{"runsc empty", "gvisor.runsc", func(c *Config) { gvisorCfg(c).Runsc = "" }},
+		{"bwrap empty", "bwrap.path", func(c *Config) { bwrapCfg(c).Path = "" }},
 		{"listen empty", "server.listen", func(c *Config) { c.Server.Listen = "" }},
 		{"max_body 1", "", func(c *Config) { c.Server.MaxBody = 1 }},
 		{"max_body 0", "server.max_body", func(c *Config) { c.Server.MaxBody = 0 }},
@@ -147,68 +157,47 @@ func TestValidate(t *testing.T) {
 	}
 }
 
-func TestBackendSection(t *testing.T) {
-	c, _, err := Load(writeFile(t, "docker:\n  image: py:3\n  reuse_container: true\n"),
-		[]string{"EXECBOX_DOCKER_IDLE_TIMEOUT=90s"}, map[string]string{"docker.host": "unix:///d.sock"})
+// The backends' sections, as their registrations made them.
+func native(c *Config) *nativebe.Config  { return c.BackendConfig("native").(*nativebe.Config) }
+func docker(c *Config) *dockerbe.Config  { return c.BackendConfig("docker").(*dockerbe.Config) }
+func gvisorCfg(c *Config) *gvisor.Config { return c.BackendConfig("gvisor").(*gvisor.Config) }
+func bwrapCfg(c *Config) *bwrap.Config   { return c.BackendConfig("bwrap").(*bwrap.Config) }
+
+// TestBackendSections: every layer reaches a backend's own config type,
+// found through its registration; each Load gets its own values.
+func TestBackendSections(t *testing.T) {
+	c, p, err := Load(writeFile(t, "docker:\n  image: py:3\n  reuse_container: true\n"),
+		[]string{"EXECBOX_DOCKER_IDLE_TIMEOUT=90s"}, map[string]string{"docker.host": "unix:///d.sock", "native.rootfs": "/usr,/lib"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var docker struct {
-		Host           string        `yaml:"host"`
-		Image          string        `yaml:"image"`
-		Runtime        string        `yaml:"runtime"`
-		ReuseContainer bool          `yaml:"reuse_container"`
-		IdleTimeout    time.Duration `yaml:"idle_timeout"`
+	d := docker(c)
+	if d.Host != "unix:///d.sock" || d.Image != "py:3" || d.Runtime != "" || !d.ReuseContainer || d.IdleTimeout != 90*time.Second {
+		t.Errorf("docker section = %+v", d)
 	}
-	docker.Runtime = "overwritten by the effective value"
-	if err := c.BackendSection("docker")(&docker); err != nil {
-		t.Fatal(err)
+	if got := native(c).RootFS; len(got) != 2 || got[1] != "/lib" {
+		t.Errorf("native.rootfs = %v", got)
 	}
-	if docker.Host != "unix:///d.sock" || docker.Image != "py:3" || docker.Runtime != "" || !docker.ReuseContainer || docker.IdleTimeout != 90*time.Second {
-		t.Errorf("docker section = %+v", docker)
+	if bwrapCfg(c).Path != "bwrap" || gvisorCfg(c).Runsc != "runsc" {
+		t.Errorf("defaults: bwrap %+v gvisor %+v", bwrapCfg(c), gvisorCfg(c))
 	}
-
-	c.Native.RootFS = []string{"/usr", "/lib"}
-	var native struct {
-		RootFS   []string `yaml:"rootfs"`
-		TmpExec  bool     `yaml:"tmp_exec"`
-		InitPath string   `yaml:"init_path"`
+	if s := p.Source("docker.idle_timeout"); s.Origin != FromEnv {
+		t.Errorf("docker.idle_timeout source = %v", s)
 	}
-	if err := c.BackendSection("native")(&native); err != nil || len(native.RootFS) != 2 || native.RootFS[1] != "/lib" {
-		t.Errorf("native section = %+v, %v", native, err)
+	if c.BackendConfig("local") != nil {
+		t.Error("local has no section, but BackendConfig returned one")
 	}
-	var m map[string]any
-	if err := c.BackendSection("bwrap")(&m); err != nil || m["path"] != "bwrap" || len(m) != 1 {
-		t.Errorf("bwrap section as a map = %v, %v", m, err)
+	if other := Default(); docker(other).Image != "execbox-python:latest" {
+		t.Errorf("a later Default shares the loaded section: image %q", docker(other).Image)
 	}
-
-	// A backend without a section, and a section that is not a backend's,
-	// leave v unchanged.
-	for _, name := range []string{"local", "limits", "server", ""} {
-		v := struct{ X int }{X: 7}
-		if err := c.BackendSection(name)(&v); err != nil || v.X != 7 {
-			t.Errorf("section %q: %+v, %v", name, v, err)
+	for _, k := range []string{"docker.host", "docker.image", "docker.runtime", "docker.reuse_container", "docker.idle_timeout",
+		"native.rootfs", "native.tmp_exec", "native.init_path", "gvisor.runsc", "bwrap.path"} {
+		if !slices.Contains(Keys(), k) {
+			t.Errorf("key %s is missing from Keys()", k)
 		}
 	}
-
-	// A backend that lacks a field for a key of its section is told.
-	var partial struct {
-		Runsc string `yaml:"runsc"`
-	}
-	if err := c.BackendSection("gvisor")(&partial); err != nil || partial.Runsc != "runsc" {
-		t.Errorf("gvisor = %+v, %v", partial, err)
-	}
-	var short struct {
-		Image string `yaml:"image"`
-	}
-	if err := c.BackendSection("docker")(&short); err == nil || !strings.Contains(err.Error(), "host") {
-		t.Errorf("docker into a struct without host: err = %v, want one naming host", err)
-	}
-	var wrong struct {
-		Path int `yaml:"path"`
-	}
-	if err := c.BackendSection("bwrap")(&wrong); err == nil {
-		t.Error("bwrap path into an int: no error")
+	if _, _, err := Load("", nil, map[string]string{"docker.nope": "x"}); !errors.Is(err, sandbox.ErrInvalid) || !strings.Contains(err.Error(), "docker.nope") {
+		t.Errorf("unknown key of a backend section: %v", err)
 	}
 }
 
@@ -224,8 +213,8 @@ func TestPrint(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(text.String()), "\n")
-	if len(lines) != 3+len(fields) {
-		t.Errorf("text has %d lines, want 2 notes, a header and %d keys:\n%s", len(lines), len(fields), &text)
+	if len(lines) != 3+len(table().fields) {
+		t.Errorf("text has %d lines, want 2 notes, a header and %d keys:\n%s", len(lines), len(table().fields), &text)
 	}
 	for _, want := range [][]string{
 		{"# config file: " + path + " (from --config)"},
@@ -260,7 +249,7 @@ func TestPrint(t *testing.T) {
 	if err := json.Unmarshal(js.Bytes(), &out); err != nil {
 		t.Fatalf("JSON print is not valid JSON: %v\n%s", err, &js)
 	}
-	if out.File != path || out.FileFrom != "--config" || len(out.Keys) != len(fields) || len(out.IgnoredEnv) != 1 {
+	if out.File != path || out.FileFrom != "--config" || len(out.Keys) != len(table().fields) || len(out.IgnoredEnv) != 1 {
 		t.Errorf("JSON = %+v", out)
 	}
 	got := map[string]string{}

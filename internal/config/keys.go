@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/execbox/execbox/sandbox"
@@ -27,52 +28,102 @@ const (
 
 // field is one key of the configuration.
 type field struct {
-	key   string // "limits.memory"
-	name  string // "memory": the last element of key
-	env   string // "EXECBOX_LIMITS_MEMORY"
-	kind  kind
-	index []int // reflect field index within Config
+	key     string // "limits.memory"
+	name    string // "memory": the last element of key
+	env     string // "EXECBOX_LIMITS_MEMORY"
+	kind    kind
+	backend string // the backend whose section holds it; "" for Config's own keys
+	index   []int  // reflect field index within Config, or within the backend's section
 }
 
 func (f *field) value(c *Config) reflect.Value {
-	return reflect.ValueOf(c).Elem().FieldByIndex(f.index)
+	if f.backend == "" {
+		return reflect.ValueOf(c).Elem().FieldByIndex(f.index)
+	}
+	v, ok := c.Backends[f.backend]
+	if !ok {
+		// A Config not made by Default: give it the backend's defaults.
+		r, _ := sandbox.Lookup(f.backend)
+		v = r.Config()
+		if c.Backends == nil {
+			c.Backends = map[string]any{}
+		}
+		c.Backends[f.backend] = v
+	}
+	return reflect.ValueOf(v).Elem().FieldByIndex(f.index)
 }
 
 func (f *field) get(c *Config) any { return f.value(c).Interface() }
 
-// fields lists every key in struct order; byKey, byEnv and sections index it.
-var (
-	fields   = walkFields(reflect.TypeFor[Config](), "", nil)
-	byKey    = map[string]*field{}
-	byEnv    = map[string]*field{}
-	sections = map[string]bool{}
-)
+// keyTable indexes every key: Config's own, then each registered backend's
+// section, in registration-name order.
+type keyTable struct {
+	fields   []*field
+	byKey    map[string]*field
+	byEnv    map[string]*field
+	sections map[string]bool
+}
 
-func init() {
-	for _, f := range fields {
-		byKey[f.key] = f
-		byEnv[f.env] = f
+// table returns the key table, built on first use: backends register in
+// init functions, so by then all of them have.
+var table = sync.OnceValue(func() *keyTable {
+	t := &keyTable{byKey: map[string]*field{}, byEnv: map[string]*field{}, sections: map[string]bool{}}
+	t.fields = walkFields(reflect.TypeFor[Config](), "", nil, "")
+	for _, name := range sandbox.Names() {
+		r, _ := sandbox.Lookup(name)
+		if r.Config == nil {
+			continue
+		}
+		typ := reflect.TypeOf(r.Config())
+		if typ.Kind() != reflect.Pointer || typ.Elem().Kind() != reflect.Struct {
+			panic(fmt.Sprintf("config: backend %s: Config must return a pointer to a struct, not %s", name, typ))
+		}
+		t.fields = append(t.fields, walkFields(typ.Elem(), name+".", nil, name)...)
+		t.sections[name] = true
+	}
+	for _, f := range t.fields {
+		if _, dup := t.byKey[f.key]; dup {
+			panic(fmt.Sprintf("config: key %s is declared twice", f.key))
+		}
+		t.byKey[f.key] = f
+		t.byEnv[f.env] = f
 		if s, _, ok := strings.Cut(f.key, "."); ok {
-			sections[s] = true
+			t.sections[s] = true
 		}
 	}
-}
+	return t
+})
 
 var durationType = reflect.TypeFor[time.Duration]()
 
-func walkFields(t reflect.Type, prefix string, index []int) []*field {
+// walkFields lists the keys of struct type t. A field's key is its yaml
+// tag, else its json tag's name (the limits come from sandbox.Limits,
+// whose JSON names are the keys); "-" skips it, ",inline" flattens it.
+func walkFields(t reflect.Type, prefix string, index []int, backend string) []*field {
 	var out []*field
 	for i := range t.NumField() {
 		sf := t.Field(i)
-		name := sf.Tag.Get("yaml")
-		key := prefix + name
+		tag, opts, _ := strings.Cut(sf.Tag.Get("yaml"), ",")
+		if tag == "" && opts == "" {
+			tag, _, _ = strings.Cut(sf.Tag.Get("json"), ",")
+		}
 		idx := append(slices.Clone(index), i)
+		switch {
+		case tag == "-" || !sf.IsExported():
+			continue
+		case opts == "inline":
+			out = append(out, walkFields(sf.Type, prefix, idx, backend)...)
+			continue
+		case tag == "":
+			panic(fmt.Sprintf("config: field %s%s has no key", prefix, sf.Name))
+		}
+		key := prefix + tag
 		var k kind
 		switch {
 		case sf.Type == durationType:
 			k = kindDuration
 		case sf.Type.Kind() == reflect.Struct:
-			out = append(out, walkFields(sf.Type, key+".", idx)...)
+			out = append(out, walkFields(sf.Type, key+".", idx, backend)...)
 			continue
 		case sf.Type.Kind() == reflect.String:
 			k = kindString
@@ -90,11 +141,12 @@ func walkFields(t reflect.Type, prefix string, index []int) []*field {
 			panic(fmt.Sprintf("config: field %s has unsupported type %s", key, sf.Type))
 		}
 		out = append(out, &field{
-			key:   key,
-			name:  name,
-			env:   "EXECBOX_" + strings.ToUpper(strings.ReplaceAll(key, ".", "_")),
-			kind:  k,
-			index: idx,
+			key:     key,
+			name:    tag,
+			env:     "EXECBOX_" + strings.ToUpper(strings.ReplaceAll(key, ".", "_")),
+			kind:    k,
+			backend: backend,
+			index:   idx,
 		})
 	}
 	return out
@@ -103,7 +155,7 @@ func walkFields(t reflect.Type, prefix string, index []int) []*field {
 // sectionFields returns the fields of one section, in struct order.
 func sectionFields(section string) []*field {
 	var out []*field
-	for _, f := range fields {
+	for _, f := range table().fields {
 		if strings.HasPrefix(f.key, section+".") {
 			out = append(out, f)
 		}
@@ -113,8 +165,9 @@ func sectionFields(section string) []*field {
 
 // Keys lists every key path, in the order of the Config struct.
 func Keys() []string {
-	out := make([]string, len(fields))
-	for i, f := range fields {
+	fs := table().fields
+	out := make([]string, len(fs))
+	for i, f := range fs {
 		out[i] = f.key
 	}
 	return out
@@ -122,7 +175,7 @@ func Keys() []string {
 
 // EnvName returns the environment variable that sets key, "" for no key.
 func EnvName(key string) string {
-	if f, ok := byKey[key]; ok {
+	if f, ok := table().byKey[key]; ok {
 		return f.env
 	}
 	return ""
@@ -131,7 +184,7 @@ func EnvName(key string) string {
 // Set parses raw in the env and flag syntax and assigns it to key. An
 // unknown key or a bad value is ErrInvalid naming the key.
 func (c *Config) Set(key, raw string) error {
-	f, ok := byKey[key]
+	f, ok := table().byKey[key]
 	if !ok {
 		return sandbox.Errorf(sandbox.ErrInvalid, "config_unknown_key", "unknown key %q%s", key, suggest(key))
 	}
@@ -167,13 +220,13 @@ func (f *field) set(c *Config, raw string, list []string) error {
 		}
 		v.SetFloat(x)
 	case kindDuration:
-		d, err := ParseDuration(raw)
+		d, err := sandbox.ParseDuration(raw)
 		if err != nil {
 			return err
 		}
 		v.SetInt(int64(d))
 	case kindSize:
-		n, err := ParseSize(raw)
+		n, err := sandbox.ParseSize(raw)
 		if err != nil {
 			return err
 		}
@@ -191,9 +244,9 @@ func (f *field) set(c *Config, raw string, list []string) error {
 func (f *field) format(c *Config) string {
 	switch v := f.get(c).(type) {
 	case time.Duration:
-		return FormatDuration(v)
+		return sandbox.FormatDuration(v)
 	case int64:
-		return FormatSize(v)
+		return sandbox.FormatSize(v)
 	case float64:
 		return strconv.FormatFloat(v, 'g', -1, 64)
 	case []string:
@@ -212,7 +265,7 @@ func (f *field) format(c *Config) string {
 func suggest(key string) string {
 	best, bestDist := "", 3 // farther than two edits is no near miss
 	candidates := Keys()
-	for s := range sections {
+	for s := range table().sections {
 		candidates = append(candidates, s)
 	}
 	slices.Sort(candidates)

@@ -54,7 +54,7 @@ func Load(path string, env []string, flags map[string]string) (*Config, *Provena
 		return nil, nil, err
 	}
 	for _, key := range sortedKeys(flags) {
-		f, ok := byKey[key]
+		f, ok := table().byKey[key]
 		if !ok {
 			return nil, nil, sandbox.Errorf(sandbox.ErrInvalid, "config_unknown_key", "flag %s: unknown key%s", key, suggest(key))
 		}
@@ -97,7 +97,7 @@ func applyEnv(c *Config, p *Provenance, env []string) error {
 		}
 	}
 	for _, name := range sortedKeys(vars) {
-		f, ok := byEnv[name]
+		f, ok := table().byEnv[name]
 		if !ok {
 			// Ignored, never matched to the nearest key: a typo must not
 			// quietly configure something else.
@@ -190,13 +190,13 @@ func (d *fileDecoder) section(n *yaml.Node, prefix string) error {
 			return d.errorf(kn.Line, "key %q is set again (first on line %d)", key, line)
 		}
 		seen[kn.Value] = kn.Line
-		if prefix == "" && sections[key] {
+		if prefix == "" && table().sections[key] {
 			if err := d.section(vn, key+"."); err != nil {
 				return err
 			}
 			continue
 		}
-		f, ok := byKey[key]
+		f, ok := table().byKey[key]
 		if !ok {
 			return d.errorf(kn.Line, "unknown key %q%s", key, suggest(key))
 		}

@@ -76,7 +76,7 @@ func TestLayers(t *testing.T) {
 				if s.file {
 					path = writeFile(t, "# a comment\n"+yamlFor(k.key, k.file.text))
 				}
-				f := byKey[k.key]
+				f := table().byKey[k.key]
 				if s.env {
 					env = append(env, f.env+"="+k.env.text)
 				}
@@ -106,7 +106,7 @@ func TestLayers(t *testing.T) {
 					t.Errorf("source of %s = %+v, want %+v", k.key, got, src)
 				}
 				// Nothing else moved.
-				for _, other := range fields {
+				for _, other := range table().fields {
 					if other.key != k.key && p.Source(other.key).Origin != FromDefault {
 						t.Errorf("source of %s = %v, want default", other.key, p.Source(other.key))
 					}
@@ -265,8 +265,8 @@ docker:             # nothing set
 		t.Fatal(err)
 	}
 	if c.Backend != "native" || c.RunAsUser != "1000" || c.Limit.Memory != 1<<30 || c.Limit.Wall != 20*time.Second ||
-		c.Limit.MaxWall != 90*time.Minute || len(c.EnvAllowlist) != 0 || !reflect.DeepEqual(c.Native.RootFS, []string{"/usr", "/lib"}) ||
-		c.Docker.Image != "execbox-python:latest" {
+		c.Limit.MaxWall != 90*time.Minute || len(c.EnvAllowlist) != 0 || !reflect.DeepEqual(native(c).RootFS, []string{"/usr", "/lib"}) ||
+		docker(c).Image != "execbox-python:latest" {
 		t.Errorf("config = %+v", c)
 	}
 	for _, empty := range []string{"", "# only a comment\n", "---\n", "~\n"} {
@@ -305,8 +305,8 @@ func TestEnv(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !reflect.DeepEqual(c.Preference, []string{"bwrap", "docker"}) || len(c.EnvAllowlist) != 0 || c.EnvAllowlist == nil ||
-		!reflect.DeepEqual(c.EnvAllowPrefix, []string{"LC_", "PIP_"}) || !reflect.DeepEqual(c.Native.RootFS, []string{"/usr", "/lib64"}) ||
-		c.Docker.Host != "unix:///run/docker.sock" || !c.AllowUnisolated || c.Limit.Memory != 512<<20 ||
+		!reflect.DeepEqual(c.EnvAllowPrefix, []string{"LC_", "PIP_"}) || !reflect.DeepEqual(native(c).RootFS, []string{"/usr", "/lib64"}) ||
+		docker(c).Host != "unix:///run/docker.sock" || !c.AllowUnisolated || c.Limit.Memory != 512<<20 ||
 		c.Limit.Pids != 64 || c.Backend != "auto" {
 		t.Errorf("config = %+v", c)
 	}
@@ -364,16 +364,16 @@ func TestSet(t *testing.T) {
 }
 
 func TestKeysAndEnvNames(t *testing.T) {
-	if len(byEnv) != len(fields) || len(byKey) != len(fields) {
-		t.Fatalf("%d fields, %d keys, %d env names: two keys share a name", len(fields), len(byKey), len(byEnv))
+	if tb := table(); len(tb.byEnv) != len(tb.fields) || len(tb.byKey) != len(tb.fields) {
+		t.Fatalf("%d fields, %d keys, %d env names: two keys share a name", len(tb.fields), len(tb.byKey), len(tb.byEnv))
 	}
 	for name := range nonKeyEnv {
-		if _, clash := byEnv[name]; clash {
+		if _, clash := table().byEnv[name]; clash {
 			t.Errorf("%s is both a key and a non-key variable", name)
 		}
 	}
-	for _, s := range backendSections {
-		if !sections[s] {
+	for _, s := range []string{"native", "docker", "gvisor", "bwrap"} {
+		if !table().sections[s] {
 			t.Errorf("backend section %s is not a section", s)
 		}
 	}
@@ -383,7 +383,7 @@ func TestKeysAndEnvNames(t *testing.T) {
 	if got := EnvName("nope"); got != "" {
 		t.Errorf("EnvName(nope) = %q", got)
 	}
-	if got := len(Keys()); got != 49 {
-		t.Errorf("%d keys, want the 49 of the documented list", got)
+	if got := len(Keys()); got != 50 {
+		t.Errorf("%d keys, want the 50 of the documented list (limits.cpu_time included)", got)
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"io"
 	"text/tabwriter"
 	"time"
+
+	"github.com/execbox/execbox/sandbox"
 )
 
 // Origin is the layer a value came from.
@@ -84,12 +86,12 @@ type Entry struct {
 // Entries lists every key with its effective value and source, in the
 // order of the Config struct.
 func Entries(c *Config, p *Provenance) []Entry {
-	out := make([]Entry, 0, len(fields))
-	for _, f := range fields {
+	out := make([]Entry, 0, len(table().fields))
+	for _, f := range table().fields {
 		v := f.get(c)
 		switch x := v.(type) {
 		case time.Duration:
-			v = FormatDuration(x)
+			v = sandbox.FormatDuration(x)
 		case []string:
 			if x == nil {
 				v = []string{} // an empty list, never null

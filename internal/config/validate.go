@@ -19,6 +19,9 @@ func (c *Config) Validate() error { return c.validate(nil) }
 func (c *Config) validate(p *Provenance) error {
 	key, msg := c.check()
 	if key == "" {
+		key, msg = c.checkBackends()
+	}
+	if key == "" {
 		return nil
 	}
 	if s := p.Source(key); s.Origin != FromDefault {
@@ -44,7 +47,7 @@ func (c *Config) check() (key, msg string) {
 		{"preference", hasBlankOrDup(c.Preference), "must not hold empty or repeated names"},
 		positive("limits.wall", l.Wall <= 0),
 		positive("limits.max_wall", l.MaxWall <= 0),
-		{"limits.wall", l.Wall > l.MaxWall, fmt.Sprintf("%s is above limits.max_wall (%s)", FormatDuration(l.Wall), FormatDuration(l.MaxWall))},
+		{"limits.wall", l.Wall > l.MaxWall, fmt.Sprintf("%s is above limits.max_wall (%s)", sandbox.FormatDuration(l.Wall), sandbox.FormatDuration(l.MaxWall))},
 		positive("limits.memory", l.Memory <= 0),
 		{"limits.memory", l.Memory < 4*sandbox.MiB, "must be at least 4m"},
 		positive("limits.cpus", l.CPUs <= 0),
@@ -63,12 +66,7 @@ func (c *Config) check() (key, msg string) {
 		{"functions.concurrency", c.Functions.Concurrency < 0, "must not be negative (0 = number of CPUs)"},
 		{"functions.queue_timeout", c.Functions.QueueTimeout < 0, "must not be negative"},
 		positive("functions.timeout", c.Functions.Timeout <= 0),
-		{"functions.timeout", c.Functions.Timeout > l.MaxWall, fmt.Sprintf("%s is above limits.max_wall (%s)", FormatDuration(c.Functions.Timeout), FormatDuration(l.MaxWall))},
-		{"native.rootfs", slices.ContainsFunc(c.Native.RootFS, func(p string) bool { return !filepath.IsAbs(p) }), "must hold absolute paths"},
-		{"docker.image", c.Docker.Image == "", "must not be empty"},
-		{"docker.idle_timeout", c.Docker.IdleTimeout < 0, "must not be negative"},
-		{"gvisor.runsc", c.GVisor.Runsc == "", "must not be empty"},
-		{"bwrap.path", c.Bwrap.Path == "", "must not be empty"},
+		{"functions.timeout", c.Functions.Timeout > l.MaxWall, fmt.Sprintf("%s is above limits.max_wall (%s)", sandbox.FormatDuration(c.Functions.Timeout), sandbox.FormatDuration(l.MaxWall))},
 		{"server.listen", c.Server.Listen == "", "must not be empty"},
 		positive("server.max_body", c.Server.MaxBody <= 0),
 		{"server.max_runs", c.Server.MaxRuns < 0, "must not be negative (0 = number of CPUs)"},
@@ -91,6 +89,25 @@ func (c *Config) check() (key, msg string) {
 	// Whatever else the contract demands of limits.
 	if err := c.Limits().Validate(); err != nil {
 		return "limits", err.Error()
+	}
+	return "", ""
+}
+
+// checkBackends asks each backend section that can validate itself; its
+// error names the key first ("docker.image: must not be empty").
+func (c *Config) checkBackends() (key, msg string) {
+	for _, name := range sandbox.Names() {
+		v, ok := c.Backends[name].(interface{ Validate() error })
+		if !ok {
+			continue
+		}
+		if err := v.Validate(); err != nil {
+			msg := err.Error()
+			if k, rest, ok := strings.Cut(msg, ": "); ok && strings.HasPrefix(k, name+".") {
+				return k, rest
+			}
+			return name, msg
+		}
 	}
 	return "", ""
 }

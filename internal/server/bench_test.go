@@ -24,7 +24,7 @@ import (
 // is the protocol and HTTP overhead alone. "http+audit" adds the audit
 // row every served call writes (SQLite, WAL, synchronous=NORMAL).
 func BenchmarkFunctionCall(b *testing.B) {
-	stub := function.RunnerFunc(func(context.Context, sandbox.Spec, *sandbox.Process) (*sandbox.Result, error) {
+	stub := function.EngineFunc(func(context.Context, sandbox.Selection, sandbox.Spec, *sandbox.Process) (*sandbox.Result, error) {
 		return &sandbox.Result{Backend: "stub", Reason: sandbox.ReasonExited, Stdout: `{"ok":true,"data":3}`}, nil
 	})
 	req := &v1.FunctionRequest{Code: "def main(a, b):\n    return a + b\n", Params: []byte(`{"a":1,"b":2}`)}

@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"time"
 
-	v1 "github.com/execbox/execbox/api/v1"
 	"github.com/execbox/execbox/function"
 	"github.com/execbox/execbox/internal/audit"
 	"github.com/execbox/execbox/sandbox"
@@ -50,20 +49,10 @@ func (x *execution) admit(w http.ResponseWriter) bool {
 	return true
 }
 
-// takeSlot takes one of slots (nil: no slot needed) and counts the
-// execution in flight. A refusal is answered here.
-func (x *execution) takeSlot(w http.ResponseWriter, slots chan struct{}) bool {
-	if slots != nil {
-		select {
-		case slots <- struct{}{}:
-			x.release = append(x.release, func() { <-slots })
-		default:
-			x.fail(w, sandbox.Errorf(sandbox.ErrBusy, v1.CodeBusy, "every run slot is taken (server.max_runs %d); try again later", cap(slots)))
-			return false
-		}
-	}
+// inFlight counts the execution in flight until it ends. The engine's
+// gates (run slots, the function executor's) refuse what is over them.
+func (x *execution) inFlight() {
 	x.release = append(x.release, x.s.metrics.Start(x.entry.Kind))
-	return true
 }
 
 // fail answers err as a problem and records it.

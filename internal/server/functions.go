@@ -36,7 +36,7 @@ func (s *Server) handleFunction(kind string) http.HandlerFunc {
 			x.fail(w, err)
 			return
 		}
-		x.takeSlot(w, nil)
+		x.inFlight()
 		x.entry.Code = req.Code
 		timeout := time.Duration(req.Timeout)
 		if timeout == 0 {

@@ -88,8 +88,10 @@ func newEnv(t testing.TB, s setup) *env {
 		Backend:         backend,
 		AllowUnisolated: true,
 		Backends:        []string{"local"},
+		MaxRuns:         s.maxRuns,
+		Functions:       function.Options{Concurrency: s.fnConc, QueueTimeout: s.fnQueue},
 		Settings: func(string) sandbox.Settings {
-			return sandbox.Settings{Decode: func(any) error { return nil }, WorkRoot: work, StateDir: t.TempDir(), Instance: "server-test", Defaults: sandbox.Defaults}
+			return sandbox.Settings{WorkRoot: work, StateDir: t.TempDir(), Instance: "server-test", Defaults: sandbox.Defaults}
 		},
 	})
 	if err != nil {
@@ -97,10 +99,6 @@ func newEnv(t testing.TB, s setup) *env {
 	}
 	e.Start()
 	t.Cleanup(e.Close)
-	fx, err := function.New(e.FunctionRunner(), function.Options{Concurrency: s.fnConc, QueueTimeout: s.fnQueue})
-	if err != nil {
-		t.Fatal(err)
-	}
 	a, err := auth.New(s.tokens, s.limits)
 	if err != nil {
 		t.Fatal(err)
@@ -114,7 +112,7 @@ func newEnv(t testing.TB, s setup) *env {
 		t.Cleanup(func() { en.audit.Close() })
 	}
 	en.srv, err = New(Options{
-		Engine: e, Functions: fx, Auth: a, Audit: en.audit, MaxBody: s.maxBody, MaxRuns: s.maxRuns,
+		Engine: e, Auth: a, Audit: en.audit, MaxBody: s.maxBody,
 		Logger: slog.New(slog.NewJSONHandler(en.logs, nil)),
 	})
 	if err != nil {

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	v1 "github.com/execbox/execbox/api/v1"
-	"github.com/execbox/execbox/engine"
 	"github.com/execbox/execbox/sandbox"
 )
 
@@ -40,7 +39,7 @@ func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
 	defer cancel()
-	if _, _, err := s.opts.Engine.Select(ctx, engine.Selection{}); err != nil {
+	if _, _, err := s.opts.Engine.Select(ctx, sandbox.Selection{}); err != nil {
 		writeJSON(w, http.StatusServiceUnavailable, v1.Status{Reason: err.Error()})
 		return
 	}

@@ -9,7 +9,6 @@ import (
 	"sync"
 
 	v1 "github.com/execbox/execbox/api/v1"
-	"github.com/execbox/execbox/engine"
 	"github.com/execbox/execbox/sandbox"
 )
 
@@ -17,8 +16,8 @@ import (
 func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) {
 	x := s.begin(r, v1.KindRun)
 	defer x.end()
-	// The token's limits before the body is read, a run slot after: a
-	// slow upload holds no slot.
+	// The token's limits before the body is read, a run slot (the
+	// engine's) after: a slow upload holds no slot.
 	if !x.admit(w) {
 		return
 	}
@@ -27,11 +26,9 @@ func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) {
 		x.fail(w, err)
 		return
 	}
-	if !x.takeSlot(w, s.runSlots) {
-		return
-	}
+	x.inFlight()
 	x.entry.Code = runCode(&req)
-	spec, p, err := req.Build(s.opts.Policy)
+	spec, p, err := req.Build(sandbox.Policy{})
 	if err != nil {
 		x.fail(w, err)
 		return
@@ -39,7 +36,7 @@ func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) {
 	if l, err := s.opts.Engine.Limits(spec.Limits); err == nil {
 		x.entry.Limits = &l
 	}
-	sel := engine.Selection{Backend: req.Backend, Tier: req.Tier, MinIsolation: req.MinIsolation}
+	sel := sandbox.Selection{Backend: req.Backend, Tier: req.Tier, MinIsolation: req.MinIsolation}
 	if q := r.URL.Query().Get("stream"); q == "1" || q == "true" {
 		s.streamRun(w, r, x, sel, spec, p)
 		return
@@ -68,7 +65,7 @@ func runCode(req *v1.RunRequest) string {
 // streamRun runs with the output teed into events, written as they come.
 // The answer's headers wait for the first event, so a run refused before
 // any output still gets its problem status.
-func (s *Server) streamRun(w http.ResponseWriter, r *http.Request, x *execution, sel engine.Selection, spec sandbox.Spec, p *sandbox.Process) {
+func (s *Server) streamRun(w http.ResponseWriter, r *http.Request, x *execution, sel sandbox.Selection, spec sandbox.Spec, p *sandbox.Process) {
 	st := &stream{w: w, sse: wantsSSE(r), notify: make(chan struct{}, 1)}
 	// Backends tee only the bytes they keep; the cap holds even if one
 	// did not.

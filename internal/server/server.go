@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -22,12 +21,12 @@ import (
 
 // Options configure a Server.
 type Options struct {
-	// Engine runs commands; required.
+	// Engine runs commands, function calls and lints; it owns the
+	// configured policy and the run gate (engine.Options.MaxRuns); required.
 	Engine *engine.Engine
-	// Functions runs function calls and lints; required.
+	// Functions replaces the engine's function executor (tests); nil means
+	// Engine.Functions().
 	Functions *function.Executor
-	// Policy is the configured policy every run gets; requests cannot relax it.
-	Policy sandbox.Policy
 	// Auth checks bearer tokens; nil means no tokens (everyone anonymous).
 	Auth *auth.Authenticator
 	// Audit records every execution; nil means no audit log.
@@ -40,8 +39,6 @@ type Options struct {
 	// BodyTimeout bounds reading a request body (default 30 s); slower is
 	// answered 408.
 	BodyTimeout time.Duration
-	// MaxRuns bounds runs at once (default: number of CPUs).
-	MaxRuns int
 	// FunctionTimeout is the executor's default timeout, for the audit
 	// log's limits (default 15 s).
 	FunctionTimeout time.Duration
@@ -53,13 +50,12 @@ type Options struct {
 
 // Server is the HTTP API.
 type Server struct {
-	opts     Options
-	log      *slog.Logger
-	metrics  *metrics.Metrics
-	auth     *auth.Authenticator
-	runSlots chan struct{}
-	handler  http.Handler
-	routes   []route
+	opts    Options
+	log     *slog.Logger
+	metrics *metrics.Metrics
+	auth    *auth.Authenticator
+	handler http.Handler
+	routes  []route
 
 	draining atomic.Bool
 	handlers sync.WaitGroup // requests being handled
@@ -67,14 +63,14 @@ type Server struct {
 
 // New checks o and returns a Server.
 func New(o Options) (*Server, error) {
-	if o.Engine == nil || o.Functions == nil {
-		return nil, errors.New("server: an engine and a function executor are required")
+	if o.Engine == nil {
+		return nil, errors.New("server: an engine is required")
+	}
+	if o.Functions == nil {
+		o.Functions = o.Engine.Functions()
 	}
 	if o.MaxBody <= 0 {
 		o.MaxBody = sandbox.MiB
-	}
-	if o.MaxRuns <= 0 {
-		o.MaxRuns = runtime.NumCPU()
 	}
 	if o.BodyTimeout <= 0 {
 		o.BodyTimeout = 30 * time.Second
@@ -98,7 +94,7 @@ func New(o Options) (*Server, error) {
 		}
 		o.Auth = a
 	}
-	s := &Server{opts: o, log: o.Logger, metrics: o.Metrics, auth: o.Auth, runSlots: make(chan struct{}, o.MaxRuns)}
+	s := &Server{opts: o, log: o.Logger, metrics: o.Metrics, auth: o.Auth}
 	s.routes = s.routeTable()
 	s.handler = s.mux()
 	return s, nil
