@@ -10,7 +10,6 @@ import (
 
 	"github.com/moby/moby/client"
 
-	"github.com/execbox/execbox/images"
 	"github.com/execbox/execbox/internal/image"
 	"github.com/execbox/execbox/sandbox"
 )
@@ -59,11 +58,11 @@ func ImportOffline(ctx context.Context, host string, r image.Recipe, ref string,
 	return b.st, id, nil
 }
 
-// BuildDockerfile builds image name from its Dockerfile in images/ with the
-// engine at host (which pulls the base image), tagged ref; the build output
-// goes to progress.
+// BuildDockerfile builds image name from its Dockerfile (see
+// internal/image) with the engine at host (which pulls the base image),
+// tagged ref; the build output goes to progress.
 func BuildDockerfile(ctx context.Context, host, name, ref string, progress io.Writer) (string, error) {
-	bctx, err := images.Context(name)
+	bctx, err := image.BuildContext(name)
 	if err != nil {
 		return "", sandbox.Errorf(sandbox.ErrInvalid, "image_unknown", "%w", err)
 	}

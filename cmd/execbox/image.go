@@ -8,7 +8,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/execbox/execbox/backend/docker"
-	"github.com/execbox/execbox/images"
 	"github.com/execbox/execbox/internal/image"
 	"github.com/execbox/execbox/sandbox"
 )
@@ -30,7 +29,7 @@ func newImageCmd(g *globals) *cobra.Command {
 docker.host / DOCKER_HOST and tag it (default: docker.image for python,
 else execbox-NAME:latest).
 
-Without --offline the engine builds images/NAME/Dockerfile, which pulls its
+Without --offline the engine builds internal/image/dockerfiles/NAME/Dockerfile, which pulls its
 slim base image from a registry. With --offline no registry is used at all:
 the image is made from this host's own files (the Debian packages of the
 interpreter, a shell and coreutils, and every library they load) and
@@ -57,7 +56,7 @@ imported through the Engine API, in seconds — for CI and air-gapped hosts.`,
 				if err != nil {
 					return err
 				}
-				fmt.Fprintf(out, "built %s (%s) from images/%s/Dockerfile in %v\n", ref, id, name, time.Since(start).Round(time.Millisecond))
+				fmt.Fprintf(out, "built %s (%s) from internal/image/dockerfiles/%s/Dockerfile in %v\n", ref, id, name, time.Since(start).Round(time.Millisecond))
 				return nil
 			}
 			r, err := image.Lookup(name, root)
@@ -79,7 +78,7 @@ imported through the Engine API, in seconds — for CI and air-gapped hosts.`,
 	build.Flags().BoolVar(&offline, "offline", false, "make the image from this host's files; no registry")
 	build.Flags().StringVar(&tag, "tag", "", "image reference to tag (default: docker.image for python)")
 	build.Flags().StringVar(&root, "root", "/", "with --offline: the tree to take files from (a debootstrap dir)")
-	build.ValidArgs = images.Names()
+	build.ValidArgs = image.Names()
 	cmd.AddCommand(build)
 	return cmd
 }
