@@ -13,17 +13,17 @@ import (
 	"github.com/execbox/execbox/sandbox"
 )
 
-// kind is the value syntax of a key, fixed by its Go type.
-type kind int
+// syntax is how a key's value is written, fixed by its Go type.
+type syntax int
 
 const (
-	kindString   kind = iota // string
-	kindBool                 // bool: strconv.ParseBool
-	kindInt                  // int: a whole number
-	kindFloat                // float64: a finite number
-	kindDuration             // time.Duration: ParseDuration
-	kindSize                 // int64: ParseSize
-	kindList                 // []string: a YAML list, or comma-separated in env and flags
+	synString   syntax = iota // string
+	synBool                   // bool: strconv.ParseBool
+	synInt                    // int: a whole number
+	synFloat                  // float64: a finite number
+	synDuration               // time.Duration: ParseDuration
+	synSize                   // int64: ParseSize
+	synList                   // []string: a YAML list, or comma-separated in env and flags
 )
 
 // field is one key of the configuration.
@@ -31,7 +31,7 @@ type field struct {
 	key     string // "limits.memory"
 	name    string // "memory": the last element of key
 	env     string // "EXECBOX_LIMITS_MEMORY"
-	kind    kind
+	syntax  syntax
 	backend string // the backend whose section holds it; "" for Config's own keys
 	index   []int  // reflect field index within Config, or within the backend's section
 }
@@ -118,25 +118,25 @@ func walkFields(t reflect.Type, prefix string, index []int, backend string) []*f
 			panic(fmt.Sprintf("config: field %s%s has no key", prefix, sf.Name))
 		}
 		key := prefix + tag
-		var k kind
+		var k syntax
 		switch {
 		case sf.Type == durationType:
-			k = kindDuration
+			k = synDuration
 		case sf.Type.Kind() == reflect.Struct:
 			out = append(out, walkFields(sf.Type, key+".", idx, backend)...)
 			continue
 		case sf.Type.Kind() == reflect.String:
-			k = kindString
+			k = synString
 		case sf.Type.Kind() == reflect.Bool:
-			k = kindBool
+			k = synBool
 		case sf.Type.Kind() == reflect.Int:
-			k = kindInt
+			k = synInt
 		case sf.Type.Kind() == reflect.Int64:
-			k = kindSize
+			k = synSize
 		case sf.Type.Kind() == reflect.Float64:
-			k = kindFloat
+			k = synFloat
 		case sf.Type == reflect.TypeFor[[]string]():
-			k = kindList
+			k = synList
 		default:
 			panic(fmt.Sprintf("config: field %s has unsupported type %s", key, sf.Type))
 		}
@@ -144,7 +144,7 @@ func walkFields(t reflect.Type, prefix string, index []int, backend string) []*f
 			key:     key,
 			name:    tag,
 			env:     "EXECBOX_" + strings.ToUpper(strings.ReplaceAll(key, ".", "_")),
-			kind:    k,
+			syntax:  k,
 			backend: backend,
 			index:   idx,
 		})
@@ -198,40 +198,40 @@ func (c *Config) Set(key, raw string) error {
 // otherwise a list is parsed from raw, comma-separated.
 func (f *field) set(c *Config, raw string, list []string) error {
 	v := f.value(c)
-	switch f.kind {
-	case kindString:
+	switch f.syntax {
+	case synString:
 		v.SetString(raw)
-	case kindBool:
+	case synBool:
 		b, err := strconv.ParseBool(raw)
 		if err != nil {
 			return fmt.Errorf("invalid bool %q (want true or false)", raw)
 		}
 		v.SetBool(b)
-	case kindInt:
+	case synInt:
 		n, err := strconv.ParseInt(raw, 10, strconv.IntSize)
 		if err != nil {
 			return fmt.Errorf("invalid whole number %q", raw)
 		}
 		v.SetInt(n)
-	case kindFloat:
+	case synFloat:
 		x, err := strconv.ParseFloat(raw, 64)
 		if err != nil || math.IsNaN(x) || math.IsInf(x, 0) {
 			return fmt.Errorf("invalid number %q", raw)
 		}
 		v.SetFloat(x)
-	case kindDuration:
+	case synDuration:
 		d, err := sandbox.ParseDuration(raw)
 		if err != nil {
 			return err
 		}
 		v.SetInt(int64(d))
-	case kindSize:
+	case synSize:
 		n, err := sandbox.ParseSize(raw)
 		if err != nil {
 			return err
 		}
 		v.SetInt(n)
-	case kindList:
+	case synList:
 		if list == nil {
 			list = parseList(raw)
 		}

@@ -209,7 +209,7 @@ func (d *fileDecoder) section(n *yaml.Node, prefix string) error {
 }
 
 func (d *fileDecoder) value(f *field, n *yaml.Node) error {
-	if f.kind == kindList {
+	if f.syntax == synList {
 		if isNull(n) {
 			return f.set(d.c, "", []string{}) // every item commented out
 		}

@@ -33,7 +33,7 @@ func yamlFor(key, value string) string {
 	return fmt.Sprintf("%s:\n  %s: %s\n", section, name, value)
 }
 
-// TestLayers checks, for a key of every kind, that each layer overrides the
+// TestLayers checks, for a key of every syntax, that each layer overrides the
 // one below and that the provenance names the layer that won.
 func TestLayers(t *testing.T) {
 	type layer struct {
