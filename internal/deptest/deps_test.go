@@ -1,0 +1,93 @@
+package deptest
+
+import (
+	"strings"
+	"testing"
+)
+
+// The layering rules (docs/design.md §Layout). Each one fails the moment a
+// forbidden import appears anywhere below the package.
+var rules = []Rule{
+	// The contract is a leaf: a library user gets it and nothing else.
+	{Package: "sandbox", OnlyStd: true},
+	{Package: "errmap", OnlyStd: true, Allow: []string{"sandbox"}},
+	// The wire and the Go client: a user of the client gets neither the
+	// engine, nor a backend, nor anything internal, nor yaml.
+	{Package: "api/v1", OnlyStd: true, Allow: []string{"sandbox", "errmap"}},
+	{Package: "client", OnlyStd: true, Allow: []string{"sandbox", "errmap", "api/v1"}},
+	// The engine selects among registered backends; it links none of them,
+	// and no transport.
+	{Package: "engine", Deny: []string{"backend/...", "api/...", "client", "internal/server", "internal/config", "go.yaml.in/..."}},
+	// The function protocol runs through an Engine it is handed.
+	{Package: "function", Deny: []string{"engine", "backend/...", "internal/...", "api/...", "client"}},
+	// The configuration knows backends only through their registrations.
+	{Package: "internal/config", Deny: []string{"backend/...", "engine", "internal/server"}},
+	// The native backend's init helper runs in every sandbox: small, and
+	// without a network stack, a database or a container client to offer.
+	{Package: "cmd/execbox-init", Deny: []string{"std:net/http", "std:database/sql", "modernc.org/...",
+		"github.com/moby/...", "go.yaml.in/...", "github.com/prometheus/...", "sandbox", "engine", "backend/..."}},
+}
+
+func TestLayering(t *testing.T) {
+	for _, r := range rules {
+		t.Run(r.Package, func(t *testing.T) { Check(t, r) })
+	}
+}
+
+// TestBackendsStandAlone: no backend depends on the engine, on another
+// backend, or on the server's side of the house; the shared pieces under
+// backend/internal are theirs to use.
+func TestBackendsStandAlone(t *testing.T) {
+	for _, name := range backends(t) {
+		t.Run(name, func(t *testing.T) {
+			Check(t, Rule{
+				Package: "backend/" + name,
+				Deny:    []string{"engine", "backend/...", "api/...", "client", "internal/server", "internal/config", "internal/audit", "internal/auth"},
+				Except:  []string{"backend/" + name, "backend/" + name + "/...", "backend/internal/..."},
+			})
+		})
+	}
+}
+
+// backends lists the backend packages: backend/<name>, without the
+// bundle (backend/all) and the shared internals.
+func backends(t *testing.T) []string {
+	deps, err := Deps(Module + "/backend/all")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, d := range deps {
+		rest, ok := strings.CutPrefix(d.Path, Module+"/backend/")
+		if ok && !strings.Contains(rest, "/") && rest != "internal" {
+			out = append(out, rest)
+		}
+	}
+	if len(out) < 5 {
+		t.Fatalf("backend/all links %v; want every backend (local, native, bwrap, gvisor, docker at least)", out)
+	}
+	return out
+}
+
+// TestRuleMatching: the matcher itself, on both sides of each form.
+func TestRuleMatching(t *testing.T) {
+	r := Rule{Package: "x", OnlyStd: true, Allow: []string{"sandbox"}, Deny: []string{"std:net/http", "backend/..."}, Except: []string{"backend/internal/..."}}
+	for _, c := range []struct {
+		dep  Dep
+		want bool
+	}{
+		{Dep{Path: "fmt", Std: true}, false},
+		{Dep{Path: "net/http", Std: true}, true},
+		{Dep{Path: Module + "/sandbox"}, false},
+		{Dep{Path: Module + "/sandboxtest"}, true}, // a prefix is not the package
+		{Dep{Path: Module + "/backend"}, true},
+		{Dep{Path: Module + "/backend/native"}, true},
+		{Dep{Path: Module + "/backendx"}, true}, // not in the tree, and not std
+		{Dep{Path: Module + "/backend/internal/core"}, false},
+		{Dep{Path: "go.yaml.in/yaml/v3"}, true},
+	} {
+		if got := r.forbids(c.dep); got != c.want {
+			t.Errorf("forbids(%s) = %v, want %v", c.dep.Path, got, c.want)
+		}
+	}
+}
