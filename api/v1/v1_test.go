@@ -54,28 +54,30 @@ func TestChunkerKeepsCharactersWhole(t *testing.T) {
 	}
 }
 
-func TestSizeAndDuration(t *testing.T) {
-	var l Limits
-	err := json.Unmarshal([]byte(`{"memory":"1.5g","output":1024,"wall":"1500ms","cpu_time":2.5}`), &l)
+// TestRunRequestLimits: a request's limits are the contract's Limits in
+// their JSON form; a bad value is a type error naming the field.
+func TestRunRequestLimits(t *testing.T) {
+	var r RunRequest
+	err := json.Unmarshal([]byte(`{"command":["x"],"limits":{"memory":"1.5g","output":1024,"wall":"1500ms","cpu_time":2.5}}`), &r)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := l.Sandbox()
-	if s.Memory != 1536*sandbox.MiB || s.Output != 1024 || s.Wall != 1500*time.Millisecond || s.CPUTime != 2500*time.Millisecond {
-		t.Fatalf("%+v", s)
+	l := r.Limits
+	if l.Memory != 1536*sandbox.MiB || l.Output != 1024 || l.Wall != 1500*time.Millisecond || l.CPUTime != 2500*time.Millisecond {
+		t.Fatalf("%+v", l)
 	}
-	if LimitsOf(s) != l {
-		t.Fatalf("round trip: %+v != %+v", LimitsOf(s), l)
-	}
-	b, _ := json.Marshal(l)
-	if string(b) != `{"wall":1.5,"cpu_time":2.5,"memory":1610612736,"output":1024}` {
+	b, _ := json.Marshal(&r)
+	if string(b) != `{"command":["x"],"limits":{"wall":1.5,"cpu_time":2.5,"memory":1610612736,"output":1024}}` {
 		t.Fatalf("encoded %s", b)
 	}
+	if b, _ := json.Marshal(&RunRequest{Code: "x"}); string(b) != `{"code":"x"}` {
+		t.Fatalf("zero limits are left out: %s", b)
+	}
 	for _, bad := range []string{`{"memory":"lots"}`, `{"memory":1.5}`, `{"memory":true}`, `{"wall":"soon"}`, `{"wall":1e7}`, `{"wall":[]}`} {
-		var l Limits
-		err := json.Unmarshal([]byte(bad), &l)
+		var r RunRequest
+		err := json.Unmarshal([]byte(`{"limits":`+bad+`}`), &r)
 		var te *json.UnmarshalTypeError
-		if !errors.As(err, &te) || !strings.HasPrefix(te.Field, "memory") && !strings.HasPrefix(te.Field, "wall") {
+		if !errors.As(err, &te) || !strings.HasPrefix(te.Field, "limits.memory") && !strings.HasPrefix(te.Field, "limits.wall") {
 			t.Errorf("%s: %v, want a type error naming the field", bad, err)
 		}
 	}
@@ -110,7 +112,7 @@ func TestBuild(t *testing.T) {
 		{RunRequest{Command: []string{"a"}, Files: map[string][]byte{"/etc/x": nil}}, sandbox.ErrInvalid, "files"},
 		{RunRequest{Command: []string{"a"}, Network: "host"}, sandbox.ErrDenied, "network"},
 		{RunRequest{Command: []string{"a"}, Network: "bridge"}, sandbox.ErrInvalid, "network"},
-		{RunRequest{Command: []string{"a"}, Limits: Limits{Pids: -1}}, sandbox.ErrInvalid, "limits"},
+		{RunRequest{Command: []string{"a"}, Limits: sandbox.Limits{Pids: -1}}, sandbox.ErrInvalid, "limits"},
 		{RunRequest{Command: []string{"a"}, Env: map[string]string{"": "x"}}, sandbox.ErrInvalid, "env"},
 		{RunRequest{Command: []string{"a"}, Dir: "../up"}, sandbox.ErrInvalid, ""},
 	} {

@@ -85,7 +85,7 @@ func (f *runFlags) remoteRequest(args []string) (*v1.RunRequest, error) {
 		Command:      args,
 		Env:          spec.Env,
 		Files:        spec.Files,
-		Limits:       v1.LimitsOf(spec.Limits),
+		Limits:       spec.Limits,
 		Network:      spec.Policy.Network.String(),
 		Backend:      f.sel.Backend,
 		Tier:         f.sel.Tier,
