@@ -1,6 +1,6 @@
 // Package v1 holds the wire types of execbox's HTTP API v1, shared by the
 // server (internal/server), the Go client (client) and the MCP adapter, and
-// the OpenAPI 3.1 document that describes the API (OpenAPI).
+// the OpenAPI 3.1 document that describes the API (OpenAPIYAML).
 //
 // The types are plain data with JSON tags; their zero values are the
 // strict, default request. Conversions to the sandbox contract
@@ -12,6 +12,6 @@
 // Problem unwraps to a *sandbox.Error of the matching kind, so errors.Is,
 // sandbox.CodeOf and sandbox.ExitCode work on the client side too.
 //
-// Concurrency: the types hold no shared state; OpenAPI is safe for
+// Concurrency: the types hold no shared state; OpenAPIYAML is safe for
 // concurrent use.
 package v1

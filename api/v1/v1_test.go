@@ -190,17 +190,3 @@ func TestAuditQuery(t *testing.T) {
 		}
 	}
 }
-
-func TestOpenAPIIsJSON(t *testing.T) {
-	b, err := OpenAPI()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var doc struct {
-		OpenAPI string         `json:"openapi"`
-		Paths   map[string]any `json:"paths"`
-	}
-	if err := json.Unmarshal(b, &doc); err != nil || doc.OpenAPI != "3.1.0" || len(doc.Paths) != 10 {
-		t.Fatalf("%v %q %d", err, doc.OpenAPI, len(doc.Paths))
-	}
-}

@@ -48,7 +48,7 @@ func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
 
 // handleOpenAPI is GET /v1/openapi.json.
 func (s *Server) handleOpenAPI(w http.ResponseWriter, r *http.Request) {
-	doc, err := v1.OpenAPI()
+	doc, err := OpenAPI()
 	if err != nil {
 		writeProblem(w, r, v1.NewProblem(err))
 		return

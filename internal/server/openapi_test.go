@@ -31,7 +31,7 @@ type operation struct {
 
 func loadDoc(t *testing.T) (doc, map[string]any) {
 	t.Helper()
-	b, err := v1.OpenAPI()
+	b, err := OpenAPI()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,6 +44,14 @@ func loadDoc(t *testing.T) (doc, map[string]any) {
 		t.Fatal(err)
 	}
 	return d, raw
+}
+
+// TestOpenAPIIsJSON: the YAML document converts to JSON.
+func TestOpenAPIIsJSON(t *testing.T) {
+	d, _ := loadDoc(t)
+	if d.OpenAPI != "3.1.0" || len(d.Paths) != 10 {
+		t.Fatalf("openapi %q, %d paths", d.OpenAPI, len(d.Paths))
+	}
 }
 
 // TestOpenAPIMatchesHandlers: every route the handler serves is
