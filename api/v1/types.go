@@ -6,30 +6,8 @@ import (
 	"time"
 
 	"github.com/execbox/execbox/engine"
-	"github.com/execbox/execbox/function"
 	"github.com/execbox/execbox/sandbox"
 )
-
-// Function calls use the function package's wire types unchanged: POST
-// /v1/functions:execute and /v1/functions:lint take a FunctionRequest and
-// answer a FunctionResponse.
-type (
-	FunctionRequest  = function.Request
-	FunctionResponse = function.Response
-	Diagnostic       = function.Diagnostic
-)
-
-// Ran reports whether a function response code is one of a call whose
-// code ran and failed by itself (it raised, did not parse, timed out, …).
-// Such a call is answered 200 with {"ok": false, "code": …}; every other
-// failure is a problem document with the code's status.
-func Ran(code string) bool { return ranCodes[code] }
-
-var ranCodes = map[string]bool{
-	function.CodeUserError: true, function.CodeSyntaxError: true, function.CodeEntrypointNotFound: true,
-	function.CodeResultInvalid: true, function.CodeResultTooLarge: true, function.CodeTimeout: true,
-	function.CodeMemoryLimit: true, function.CodeOutputInvalid: true, function.CodeResponseInvalid: true,
-}
 
 // Health is GET /v1/health: the engine's selection report.
 type Health = engine.Report

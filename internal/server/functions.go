@@ -52,7 +52,7 @@ func (s *Server) handleFunction(kind string) http.HandlerFunc {
 		x.answered(resp)
 		if resp.OK || v1.Ran(resp.Code) {
 			x.end()
-			writeJSON(w, http.StatusOK, resp)
+			writeJSON(w, http.StatusOK, FunctionResponseToWire(resp))
 			return
 		}
 		x.entry.Reason = "" // nothing ran to its end: a refusal or a failure around the code

@@ -1,0 +1,56 @@
+package server
+
+import (
+	"time"
+
+	v1 "github.com/execbox/execbox/api/v1"
+	"github.com/execbox/execbox/function"
+)
+
+// The API speaks the wire types of api/v1, which import neither the engine
+// nor the function package; these conversions are the only place the two
+// meet. Each wire type encodes to exactly the JSON of the type it mirrors
+// (convert_test.go holds them to it), so converting never changes the API.
+// The CLI uses them too where it prints or sends the same shapes.
+
+// FunctionRequestToWire returns r as the API's request (`execbox fn
+// --remote` sends it).
+func FunctionRequestToWire(r *function.Request) *v1.FunctionRequest {
+	return &v1.FunctionRequest{
+		Code: r.Code, Params: r.Params, Entrypoint: r.Entrypoint, Mode: string(r.Mode), Language: string(r.Language),
+		Timeout: time.Duration(r.Timeout), Backend: r.Backend, Tier: r.Tier, MinIsolation: r.MinIsolation,
+	}
+}
+
+// FunctionResponseToWire returns r as the API's answer.
+func FunctionResponseToWire(r *function.Response) *v1.FunctionResponse {
+	var diags []v1.Diagnostic
+	if r.Diagnostics != nil {
+		diags = make([]v1.Diagnostic, len(r.Diagnostics))
+		for i, d := range r.Diagnostics {
+			diags[i] = v1.Diagnostic(d)
+		}
+	}
+	return &v1.FunctionResponse{
+		OK: r.OK, Data: r.Data, Error: r.Error, Code: r.Code, Type: r.Type, Traceback: r.Traceback,
+		Diagnostics: diags, Stdout: r.Stdout, StdoutTruncated: r.StdoutTruncated, DurationMS: r.DurationMS,
+		Backend: r.Backend, Isolation: r.Isolation,
+	}
+}
+
+// FunctionResponseFromWire returns the API's answer as the function
+// protocol's response (`execbox fn --remote` prints it).
+func FunctionResponseFromWire(r *v1.FunctionResponse) *function.Response {
+	var diags []function.Diagnostic
+	if r.Diagnostics != nil {
+		diags = make([]function.Diagnostic, len(r.Diagnostics))
+		for i, d := range r.Diagnostics {
+			diags[i] = function.Diagnostic(d)
+		}
+	}
+	return &function.Response{
+		OK: r.OK, Data: r.Data, Error: r.Error, Code: r.Code, Type: r.Type, Traceback: r.Traceback,
+		Diagnostics: diags, Stdout: r.Stdout, StdoutTruncated: r.StdoutTruncated, DurationMS: r.DurationMS,
+		Backend: r.Backend, Isolation: r.Isolation,
+	}
+}
