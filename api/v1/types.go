@@ -5,27 +5,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/execbox/execbox/engine"
 	"github.com/execbox/execbox/sandbox"
 )
-
-// Health is GET /v1/health: the engine's selection report.
-type Health = engine.Report
-
-// Backend is one backend in GET /v1/backends.
-type Backend = engine.Candidate
-
-// Backends is GET /v1/backends.
-type Backends struct {
-	Backends []Backend `json:"backends"`
-}
-
-// Status is GET /healthz and GET /readyz.
-type Status struct {
-	OK       bool   `json:"ok"`
-	Draining bool   `json:"draining,omitempty"`
-	Reason   string `json:"reason,omitempty"`
-}
 
 // Audit kinds: what an audit record records.
 const (

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	v1 "github.com/execbox/execbox/api/v1"
+	"github.com/execbox/execbox/engine"
 	"github.com/execbox/execbox/function"
 )
 
@@ -52,5 +53,30 @@ func FunctionResponseFromWire(r *v1.FunctionResponse) *function.Response {
 		OK: r.OK, Data: r.Data, Error: r.Error, Code: r.Code, Type: r.Type, Traceback: r.Traceback,
 		Diagnostics: diags, Stdout: r.Stdout, StdoutTruncated: r.StdoutTruncated, DurationMS: r.DurationMS,
 		Backend: r.Backend, Isolation: r.Isolation,
+	}
+}
+
+// HealthToWire returns the engine's selection report as GET /v1/health
+// answers it (`execbox doctor` prints it too).
+func HealthToWire(r engine.Report) v1.Health {
+	var cs []v1.Backend
+	if r.Candidates != nil {
+		cs = make([]v1.Backend, len(r.Candidates))
+		for i, c := range r.Candidates {
+			cs[i] = BackendToWire(c)
+		}
+	}
+	return v1.Health{
+		Configured: r.Configured, Backend: r.Backend, Isolation: r.Isolation, SelectedBecause: r.SelectedBecause,
+		Defaults: r.Defaults, Candidates: cs,
+	}
+}
+
+// BackendToWire returns one backend of the report as the API lists it.
+func BackendToWire(c engine.Candidate) v1.Backend {
+	return v1.Backend{
+		Name: c.Name, Isolation: c.Isolation, Available: c.Available, Ready: c.Ready, Reason: c.Reason,
+		Details: c.Details, Enforcement: c.Enforcement, Sessions: c.Sessions, Unisolated: c.Unisolated,
+		Allowed: c.AllowedByCfg,
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	v1 "github.com/execbox/execbox/api/v1"
+	"github.com/execbox/execbox/engine"
 	"github.com/execbox/execbox/function"
 	"github.com/execbox/execbox/sandbox"
 )
@@ -147,5 +148,34 @@ func TestRanCodes(t *testing.T) {
 	}
 	if v1.Ran("exited") || v1.Ran("") {
 		t.Error("v1.Ran of a code that is no function code")
+	}
+}
+
+func TestHealthWireJSON(t *testing.T) {
+	local := engine.Candidate{
+		Name: "local", Isolation: sandbox.IsolationProcess, Available: true, Ready: true, Reason: "ok <&>",
+		Details: map[string]string{"python3": "/usr/bin/python3"}, Enforcement: map[string]string{"wall": "execbox timer"},
+		Sessions: true, Unisolated: true, AllowedByCfg: true,
+	}
+	allSet(t, "engine.Candidate", &local)
+	full := engine.Report{
+		Configured: "auto", Backend: "local", Isolation: "none", SelectedBecause: "auto: the only one <allowed>",
+		Defaults: sandbox.Defaults, Candidates: []engine.Candidate{local, {Name: "gvisor", Reason: "not probed"}},
+	}
+	allSet(t, "engine.Report", &full)
+	for name, r := range map[string]engine.Report{
+		"full":          full,
+		"no candidates": {Configured: "off", SelectedBecause: "execution is turned off"},
+		"empty":         {Candidates: []engine.Candidate{}},
+	} {
+		sameJSON(t, name, r, HealthToWire(r))
+	}
+	// The report of a real engine.
+	en := newEnv(t, setup{})
+	rep := en.srv.opts.Engine.Report(t.Context())
+	b := sameJSON(t, "engine", rep, HealthToWire(rep))
+	var h v1.Health
+	if err := json.Unmarshal(b, &h); err != nil || !reflect.DeepEqual(h, HealthToWire(rep)) {
+		t.Errorf("round trip: %+v %v", h, err)
 	}
 }

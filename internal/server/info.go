@@ -11,13 +11,12 @@ import (
 
 // handleHealth is GET /v1/health: the engine's selection report.
 func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, s.opts.Engine.Report(r.Context()))
+	writeJSON(w, http.StatusOK, HealthToWire(s.opts.Engine.Report(r.Context())))
 }
 
 // handleBackends is GET /v1/backends.
 func (s *Server) handleBackends(w http.ResponseWriter, r *http.Request) {
-	rep := s.opts.Engine.Report(r.Context())
-	out := v1.Backends{Backends: rep.Candidates}
+	out := v1.Backends{Backends: HealthToWire(s.opts.Engine.Report(r.Context())).Candidates}
 	if out.Backends == nil {
 		out.Backends = []v1.Backend{}
 	}
