@@ -167,7 +167,7 @@ func TestProblem(t *testing.T) {
 
 func TestAuditQuery(t *testing.T) {
 	since := time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC)
-	q := AuditQuery{Token: "ci", Kind: KindRun, ErrorCode: "busy", Since: since, Until: since.Add(time.Hour), Limit: 7}
+	q := AuditQuery{Token: "ci", Operation: OpRun, ErrorCode: "busy", Since: since, Until: since.Add(time.Hour), Limit: 7}
 	got, err := ParseAuditQuery(q.Values())
 	if err != nil || got != q {
 		t.Fatalf("%+v %v", got, err)

@@ -6,6 +6,7 @@ import (
 	v1 "github.com/execbox/execbox/api/v1"
 	"github.com/execbox/execbox/engine"
 	"github.com/execbox/execbox/function"
+	"github.com/execbox/execbox/internal/audit"
 )
 
 // The API speaks the wire types of api/v1, which import neither the engine
@@ -78,5 +79,31 @@ func BackendToWire(c engine.Candidate) v1.Backend {
 		Name: c.Name, Isolation: c.Isolation, Available: c.Available, Ready: c.Ready, Reason: c.Reason,
 		Details: c.Details, Enforcement: c.Enforcement, Sessions: c.Sessions, Unisolated: c.Unisolated,
 		Allowed: c.AllowedByCfg,
+	}
+}
+
+// AuditQueryFromWire returns the API's audit filter as the store's.
+func AuditQueryFromWire(q v1.AuditQuery) audit.Query {
+	return audit.Query{
+		Token: q.Token, Operation: string(q.Operation), ErrorCode: q.ErrorCode, Since: q.Since, Until: q.Until, Limit: q.Limit,
+	}
+}
+
+// AuditToWire returns audit records, and how many matched in all, as GET
+// /v1/audit answers them (`execbox audit --json` prints it too).
+func AuditToWire(recs []audit.Record, total int) v1.Audit {
+	out := v1.Audit{Records: make([]v1.AuditRecord, len(recs)), Total: total}
+	for i, r := range recs {
+		out.Records[i] = AuditRecordToWire(r)
+	}
+	return out
+}
+
+// AuditRecordToWire returns one audit record as the API lists it.
+func AuditRecordToWire(r audit.Record) v1.AuditRecord {
+	return v1.AuditRecord{
+		ID: r.ID, Time: r.Time, RequestID: r.RequestID, Token: r.Token, Operation: v1.Operation(r.Operation),
+		Backend: r.Backend, Isolation: r.Isolation, Limits: r.Limits, Reason: r.Reason, ExitCode: r.ExitCode,
+		Duration: r.Duration, Usage: r.Usage, CodeSHA256: r.CodeSHA256, Code: r.Code, ErrorCode: r.ErrorCode,
 	}
 }

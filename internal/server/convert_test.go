@@ -10,6 +10,8 @@ import (
 	v1 "github.com/execbox/execbox/api/v1"
 	"github.com/execbox/execbox/engine"
 	"github.com/execbox/execbox/function"
+	"github.com/execbox/execbox/internal/audit"
+	"github.com/execbox/execbox/internal/auth"
 	"github.com/execbox/execbox/sandbox"
 )
 
@@ -177,5 +179,54 @@ func TestHealthWireJSON(t *testing.T) {
 	var h v1.Health
 	if err := json.Unmarshal(b, &h); err != nil || !reflect.DeepEqual(h, HealthToWire(rep)) {
 		t.Errorf("round trip: %+v %v", h, err)
+	}
+}
+
+// TestAuditWireJSON: an audit record keeps its JSON; its limits are
+// Limits in their JSON form (seconds and bytes).
+func TestAuditWireJSON(t *testing.T) {
+	exit := 3
+	rec := audit.Record{
+		ID: "run1", Time: time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC), RequestID: "req1", Token: "ci", Operation: "run",
+		Backend: "native", Isolation: "process", Limits: &sandbox.Limits{Wall: 1500 * time.Millisecond, Memory: 64 * sandbox.MiB},
+		Reason: "exited", ExitCode: &exit, Duration: 2 * time.Second,
+		Usage:      &sandbox.Usage{Wall: time.Second, CPU: time.Millisecond, PeakMemory: 1 << 20},
+		CodeSHA256: audit.Hash("<print>"), Code: "<print>", ErrorCode: "busy",
+	}
+	allSet(t, "audit.Record", &rec)
+	got, err := json.Marshal(AuditToWire([]audit.Record{rec, {ID: "fn1", Time: rec.Time, Token: "anonymous", Operation: "lint"}}, 7))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"records":[{"id":"run1","time":"2026-01-02T03:04:05.000000006Z","request_id":"req1","token":"ci","kind":"run",` +
+		`"backend":"native","isolation":"process","limits":{"wall":1.5,"memory":67108864},"reason":"exited","exit_code":3,` +
+		`"duration_ns":2000000000,"usage":{"wall_ns":1000000000,"cpu_ns":1000000,"peak_memory_bytes":1048576},` +
+		`"code_sha256":"` + audit.Hash("<print>") + `","code":"\u003cprint\u003e","error_code":"busy"},` +
+		`{"id":"fn1","time":"2026-01-02T03:04:05.000000006Z","token":"anonymous","kind":"lint","duration_ns":0}],"total":7}`
+	if string(got) != want {
+		t.Errorf("audit JSON\n got %s\nwant %s", got, want)
+	}
+	if b, _ := json.Marshal(AuditToWire([]audit.Record{}, 0)); string(b) != `{"records":[],"total":0}` {
+		t.Errorf("no records: %s", b)
+	}
+	q := v1.AuditQuery{Token: "ci", Operation: v1.OpLint, ErrorCode: "busy", Since: rec.Time, Until: rec.Time.Add(time.Hour), Limit: 7}
+	if got := AuditQueryFromWire(q); got != (audit.Query{Token: "ci", Operation: "lint", ErrorCode: "busy", Since: q.Since, Until: q.Until, Limit: 7}) {
+		t.Errorf("query %+v", got)
+	}
+}
+
+// TestCodesAgree: what the API documents is what the packages behind it
+// use, though api/v1 imports none of them.
+func TestCodesAgree(t *testing.T) {
+	for _, c := range []struct{ wire, pkg any }{
+		{v1.CodeUnauthenticated, auth.CodeUnauthenticated},
+		{v1.CodeRateLimited, auth.CodeRateLimited},
+		{v1.CodeTooManyInFlight, auth.CodeTooManyInFlight},
+		{v1.DefaultAuditLimit, audit.DefaultLimit},
+		{v1.MaxAuditLimit, audit.MaxLimit},
+	} {
+		if c.wire != c.pkg {
+			t.Errorf("api/v1 says %v, the package %v", c.wire, c.pkg)
+		}
 	}
 }

@@ -67,10 +67,10 @@ func (s *Server) handleAudit(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, v1.NewProblem(err))
 		return
 	}
-	recs, total, err := s.opts.Audit.Query(r.Context(), q)
+	recs, total, err := s.opts.Audit.Query(r.Context(), AuditQueryFromWire(q))
 	if err != nil {
 		writeProblem(w, r, v1.NewProblem(sandbox.Errorf(sandbox.ErrInternal, "audit_failed", "reading the audit log: %w", err)))
 		return
 	}
-	writeJSON(w, http.StatusOK, v1.Audit{Records: recs, Total: total})
+	writeJSON(w, http.StatusOK, AuditToWire(recs, total))
 }

@@ -8,12 +8,17 @@ import (
 	"github.com/execbox/execbox/sandbox"
 )
 
-// Audit kinds: what an audit record records.
+// Operation is what an execution was: a run, a function call, a lint or a
+// tool call. The audit log and the metrics call it "kind" (the JSON field,
+// the query parameter and the metrics label).
+type Operation string
+
+// Operations.
 const (
-	KindRun      = "run"
-	KindFunction = "function"
-	KindLint     = "lint"
-	KindTool     = "tool"
+	OpRun      Operation = "run"
+	OpFunction Operation = "function"
+	OpLint     Operation = "lint"
+	OpTool     Operation = "tool"
 )
 
 // AuditRecord is one execution in the audit log (GET /v1/audit).
@@ -23,8 +28,8 @@ type AuditRecord struct {
 	RequestID string    `json:"request_id,omitempty"`
 	// Token is the name of the token that asked ("anonymous" without auth).
 	Token string `json:"token"`
-	// Kind is run, function, lint or tool.
-	Kind      string          `json:"kind"`
+	// Operation is run, function, lint or tool.
+	Operation Operation       `json:"kind"`
 	Backend   string          `json:"backend,omitempty"`
 	Isolation string          `json:"isolation,omitempty"`
 	Limits    *sandbox.Limits `json:"limits,omitempty"`
@@ -51,8 +56,9 @@ type Audit struct {
 
 // AuditQuery filters the audit log; zero fields do not filter.
 type AuditQuery struct {
-	Token     string
-	Kind      string
+	Token string
+	// Operation is the query parameter "kind".
+	Operation Operation
 	ErrorCode string
 	Since     time.Time
 	Until     time.Time
@@ -76,7 +82,7 @@ func (q AuditQuery) Values() url.Values {
 		}
 	}
 	set("token", q.Token)
-	set("kind", q.Kind)
+	set("kind", string(q.Operation))
 	set("error_code", q.ErrorCode)
 	if !q.Since.IsZero() {
 		v.Set("since", q.Since.UTC().Format(time.RFC3339Nano))
@@ -93,7 +99,7 @@ func (q AuditQuery) Values() url.Values {
 // ParseAuditQuery decodes query parameters; an error is ErrInvalid naming
 // the parameter.
 func ParseAuditQuery(v url.Values) (AuditQuery, error) {
-	q := AuditQuery{Token: v.Get("token"), Kind: v.Get("kind"), ErrorCode: v.Get("error_code")}
+	q := AuditQuery{Token: v.Get("token"), Operation: Operation(v.Get("kind")), ErrorCode: v.Get("error_code")}
 	for k := range v {
 		switch k {
 		case "token", "kind", "error_code", "since", "until", "limit":
@@ -117,10 +123,10 @@ func ParseAuditQuery(v url.Values) (AuditQuery, error) {
 			return q, invalid("limit", "%q is not a number from 0 to %d", s, MaxAuditLimit)
 		}
 	}
-	switch q.Kind {
-	case "", KindRun, KindFunction, KindLint, KindTool:
+	switch q.Operation {
+	case "", OpRun, OpFunction, OpLint, OpTool:
 	default:
-		return q, invalid("kind", "%q is not run, function, lint or tool", q.Kind)
+		return q, invalid("kind", "%q is not run, function, lint or tool", q.Operation)
 	}
 	return q, nil
 }
