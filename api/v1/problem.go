@@ -105,3 +105,18 @@ func CodeOfType(typ string) string {
 	}
 	return c
 }
+
+// FieldError is an error about one field of a request; Field is its JSON
+// path ("limits.memory").
+type FieldError struct {
+	Field string
+	Err   error
+}
+
+func (e *FieldError) Error() string { return e.Err.Error() }
+func (e *FieldError) Unwrap() error { return e.Err }
+
+// invalid is an ErrInvalid naming field.
+func invalid(field, format string, args ...any) error {
+	return &FieldError{Field: field, Err: sandbox.Errorf(sandbox.ErrInvalid, CodeInvalidRequest, "%s: %s", field, fmt.Sprintf(format, args...))}
+}
