@@ -3,6 +3,7 @@ package server
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"sync"
 
 	"go.yaml.in/yaml/v3"
@@ -27,3 +28,14 @@ var openapi = sync.OnceValues(func() ([]byte, error) {
 	}
 	return b, nil
 })
+
+// handleOpenAPI is GET /v1/openapi.json.
+func (s *Server) handleOpenAPI(w http.ResponseWriter, r *http.Request) {
+	doc, err := OpenAPI()
+	if err != nil {
+		writeProblem(w, r, v1.NewProblem(err))
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Write(doc)
+}

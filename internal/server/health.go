@@ -44,33 +44,3 @@ func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, v1.Status{OK: true})
 }
-
-// handleOpenAPI is GET /v1/openapi.json.
-func (s *Server) handleOpenAPI(w http.ResponseWriter, r *http.Request) {
-	doc, err := OpenAPI()
-	if err != nil {
-		writeProblem(w, r, v1.NewProblem(err))
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Write(doc)
-}
-
-// handleAudit is GET /v1/audit (admin tokens).
-func (s *Server) handleAudit(w http.ResponseWriter, r *http.Request) {
-	if s.opts.Audit == nil {
-		writeProblem(w, r, v1.ProblemFor(http.StatusNotFound, "audit_disabled", "the audit log is off (set audit.path)"))
-		return
-	}
-	q, err := v1.ParseAuditQuery(r.URL.Query())
-	if err != nil {
-		writeProblem(w, r, v1.NewProblem(err))
-		return
-	}
-	recs, total, err := s.opts.Audit.Query(r.Context(), AuditQueryFromWire(q))
-	if err != nil {
-		writeProblem(w, r, v1.NewProblem(sandbox.Errorf(sandbox.ErrInternal, "audit_failed", "reading the audit log: %w", err)))
-		return
-	}
-	writeJSON(w, http.StatusOK, AuditToWire(recs, total))
-}
