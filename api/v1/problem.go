@@ -59,7 +59,7 @@ func (p *Problem) Error() string {
 }
 
 // Unwrap returns the *sandbox.Error the problem stands for, so errors.Is
-// with a kind, sandbox.CodeOf and sandbox.ExitCode work on it.
+// with a kind, sandbox.CodeOf and errmap.ExitCode work on it.
 func (p *Problem) Unwrap() error {
 	return &sandbox.Error{Kind: p.Kind(), Code: p.Code, Msg: p.Error()}
 }
