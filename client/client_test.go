@@ -118,7 +118,7 @@ func TestClient(t *testing.T) {
 	if err := c.Ready(ctx); err != nil {
 		t.Fatalf("Ready: %v", err)
 	}
-	a, err := c.Audit(ctx, v1.AuditQuery{Kind: v1.KindRun})
+	a, err := c.Audit(ctx, v1.AuditQuery{Operation: v1.OpRun})
 	if err != nil || a.Total != 3 {
 		t.Fatalf("Audit: %+v %v", a, err)
 	}

@@ -8,6 +8,11 @@
 // work as they do on the server. A function call whose code ran and failed
 // is not an error: it is a FunctionResponse with OK false.
 //
+// The package depends on api/v1, the contract's leaf packages (sandbox,
+// errmap) and the standard library only: a program that calls a server
+// does not link the engine, the backends or a YAML decoder
+// (TestDependencies).
+//
 // A Client is safe for concurrent use. It holds no state besides its
 // http.Client; its context arguments bound each call (a run's wall limit
 // is the server's to enforce; cancelling the context cancels the run).

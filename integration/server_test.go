@@ -272,7 +272,7 @@ func TestServeEndpoints(t *testing.T) {
 		t.Fatalf("backends: %+v %v", bs, err)
 	}
 	a, err := c.Audit(ctx, v1.AuditQuery{})
-	if err != nil || a.Total != 6 || a.Records[0].Kind != v1.KindLint || a.Records[0].Token != auth.DefaultName {
+	if err != nil || a.Total != 6 || a.Records[0].Operation != v1.OpLint || a.Records[0].Token != auth.DefaultName {
 		t.Fatalf("audit: %+v %v", a, err)
 	}
 	if err := c.Ready(ctx); err != nil {

@@ -59,7 +59,7 @@ func (p *Problem) Error() string {
 }
 
 // Unwrap returns the *sandbox.Error the problem stands for, so errors.Is
-// with a kind, sandbox.CodeOf and sandbox.ExitCode work on it.
+// with a kind, sandbox.CodeOf and errmap.ExitCode work on it.
 func (p *Problem) Unwrap() error {
 	return &sandbox.Error{Kind: p.Kind(), Code: p.Code, Msg: p.Error()}
 }
@@ -104,4 +104,19 @@ func CodeOfType(typ string) string {
 		return ""
 	}
 	return c
+}
+
+// FieldError is an error about one field of a request; Field is its JSON
+// path ("limits.memory").
+type FieldError struct {
+	Field string
+	Err   error
+}
+
+func (e *FieldError) Error() string { return e.Err.Error() }
+func (e *FieldError) Unwrap() error { return e.Err }
+
+// invalid is an ErrInvalid naming field.
+func invalid(field, format string, args ...any) error {
+	return &FieldError{Field: field, Err: sandbox.Errorf(sandbox.ErrInvalid, CodeInvalidRequest, "%s: %s", field, fmt.Sprintf(format, args...))}
 }

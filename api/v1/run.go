@@ -2,14 +2,8 @@ package v1
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
-	"io"
-	"reflect"
-	"strconv"
 	"strings"
-	"time"
-	"unicode/utf8"
 
 	"github.com/execbox/execbox/sandbox"
 )
@@ -36,8 +30,10 @@ type RunRequest struct {
 	Env map[string]string `json:"env,omitempty"`
 	// Dir is the working directory relative to the work dir.
 	Dir string `json:"dir,omitempty"`
-	// Limits bound the run; zero fields take the server's defaults.
-	Limits Limits `json:"limits,omitzero"`
+	// Limits bound the run; zero fields take the server's defaults. In
+	// JSON, durations are seconds or text ("1500ms"), sizes bytes or text
+	// ("256m").
+	Limits sandbox.Limits `json:"limits,omitzero"`
 	// Network is "none" (default). The API offers no relaxation of it.
 	Network string `json:"network,omitempty"`
 	// Backend, Tier and MinIsolation say where the run may go; the engine
@@ -70,27 +66,12 @@ const (
 	MaxArgLen      = 128 * sandbox.KiB // Linux's MAX_ARG_STRLEN
 )
 
-// invalid is an ErrInvalid naming field.
-func invalid(field, format string, args ...any) error {
-	return &FieldError{Field: field, Err: sandbox.Errorf(sandbox.ErrInvalid, "invalid_request", "%s: %s", field, fmt.Sprintf(format, args...))}
-}
-
-// FieldError is an error about one field of a request; Field is its JSON
-// path ("limits.memory").
-type FieldError struct {
-	Field string
-	Err   error
-}
-
-func (e *FieldError) Error() string { return e.Err.Error() }
-func (e *FieldError) Unwrap() error { return e.Err }
-
 // Build checks the request's shape and turns it into a Spec and a Process.
 // base is the configured policy every run gets; the request cannot relax
 // it. Errors are ErrInvalid (a *FieldError naming the field) or the
 // sandbox package's own checks (which name the path or limit).
 func (r *RunRequest) Build(base sandbox.Policy) (sandbox.Spec, *sandbox.Process, error) {
-	spec := sandbox.Spec{Policy: base, Env: r.Env, Limits: r.Limits.Sandbox()}
+	spec := sandbox.Spec{Policy: base, Env: r.Env, Limits: r.Limits}
 	p := &sandbox.Process{Dir: r.Dir}
 	switch {
 	case len(r.Command) > 0 && r.Code != "":
@@ -167,205 +148,4 @@ func (r *RunRequest) Build(base sandbox.Policy) (sandbox.Spec, *sandbox.Process,
 		return spec, nil, err
 	}
 	return spec, p, nil
-}
-
-// Limits are a request's limits in wire form: durations as seconds or
-// duration strings ("1500ms"), sizes as bytes or size strings ("256m").
-// A zero field takes the server's default.
-type Limits struct {
-	Wall            Duration `json:"wall,omitzero"`
-	CPUTime         Duration `json:"cpu_time,omitzero"`
-	Memory          Size     `json:"memory,omitzero"`
-	CPUs            float64  `json:"cpus,omitzero"`
-	Pids            int      `json:"pids,omitzero"`
-	NoFile          int      `json:"nofile,omitzero"`
-	FileSize        Size     `json:"file_size,omitzero"`
-	TmpSize         Size     `json:"tmp_size,omitzero"`
-	WorkSize        Size     `json:"work_size,omitzero"`
-	Output          Size     `json:"output,omitzero"`
-	OutputLimitKill bool     `json:"output_limit_kill,omitzero"`
-	ArtifactFiles   int      `json:"artifact_files,omitzero"`
-	ArtifactBytes   Size     `json:"artifact_bytes,omitzero"`
-}
-
-// Sandbox returns l in the contract's type.
-func (l Limits) Sandbox() sandbox.Limits {
-	return sandbox.Limits{
-		Wall: time.Duration(l.Wall), CPUTime: time.Duration(l.CPUTime), Memory: int64(l.Memory), CPUs: l.CPUs,
-		Pids: l.Pids, NoFile: l.NoFile, FileSize: int64(l.FileSize), TmpSize: int64(l.TmpSize),
-		WorkSize: int64(l.WorkSize), Output: int64(l.Output), OutputLimitKill: l.OutputLimitKill,
-		ArtifactFiles: l.ArtifactFiles, ArtifactBytes: int64(l.ArtifactBytes),
-	}
-}
-
-// LimitsOf returns l in wire form.
-func LimitsOf(l sandbox.Limits) Limits {
-	return Limits{
-		Wall: Duration(l.Wall), CPUTime: Duration(l.CPUTime), Memory: Size(l.Memory), CPUs: l.CPUs,
-		Pids: l.Pids, NoFile: l.NoFile, FileSize: Size(l.FileSize), TmpSize: Size(l.TmpSize),
-		WorkSize: Size(l.WorkSize), Output: Size(l.Output), OutputLimitKill: l.OutputLimitKill,
-		ArtifactFiles: l.ArtifactFiles, ArtifactBytes: Size(l.ArtifactBytes),
-	}
-}
-
-// Duration is a duration given as seconds (a number, e.g. 2.5) or a
-// duration string ("1500ms"), as function requests' timeout; it encodes as
-// seconds.
-type Duration time.Duration
-
-func (d Duration) MarshalJSON() ([]byte, error) {
-	return strconv.AppendFloat(nil, time.Duration(d).Seconds(), 'f', -1, 64), nil
-}
-
-func (d *Duration) UnmarshalJSON(b []byte) error {
-	if string(b) == "null" {
-		return nil
-	}
-	bad := &json.UnmarshalTypeError{Value: fmt.Sprintf("%.40s (want seconds or a duration such as \"1500ms\")", b), Type: reflect.TypeFor[Duration]()}
-	if len(b) > 0 && b[0] == '"' {
-		var s string
-		if err := json.Unmarshal(b, &s); err != nil {
-			return bad
-		}
-		v, err := time.ParseDuration(s)
-		if err != nil {
-			return bad
-		}
-		*d = Duration(v)
-		return nil
-	}
-	var secs float64
-	// Range-check before converting: a huge float would overflow.
-	if err := json.Unmarshal(b, &secs); err != nil || secs < -1e6 || secs > 1e6 {
-		return bad
-	}
-	*d = Duration(secs * float64(time.Second))
-	return nil
-}
-
-// Size is a byte count given as a number or a size string ("256m", "1.5g");
-// it encodes as a number of bytes.
-type Size int64
-
-func (s Size) MarshalJSON() ([]byte, error) { return strconv.AppendInt(nil, int64(s), 10), nil }
-
-func (s *Size) UnmarshalJSON(b []byte) error {
-	if string(b) == "null" {
-		return nil
-	}
-	bad := &json.UnmarshalTypeError{Value: fmt.Sprintf("%.40s (want bytes or a size such as \"256m\")", b), Type: reflect.TypeFor[Size]()}
-	if len(b) > 0 && b[0] == '"' {
-		var t string
-		if err := json.Unmarshal(b, &t); err != nil {
-			return bad
-		}
-		n, err := sandbox.ParseSize(t)
-		if err != nil {
-			return bad
-		}
-		*s = Size(n)
-		return nil
-	}
-	var n int64
-	if err := json.Unmarshal(b, &n); err != nil {
-		return bad
-	}
-	*s = Size(n)
-	return nil
-}
-
-// StreamEvent is one line of a streamed run (POST /v1/runs?stream=1):
-// output chunks as they are produced, then exactly one result or error.
-type StreamEvent struct {
-	// Type is stdout, stderr, result or error.
-	Type string `json:"type"`
-	// Data is an output chunk that is valid UTF-8; DataBase64 carries a
-	// chunk that is not. Multi-byte characters are never split.
-	Data       string `json:"data,omitempty"`
-	DataBase64 []byte `json:"data_base64,omitempty"`
-	// Result ends a stream that ran; Error ends one that failed.
-	Result *RunResult `json:"result,omitempty"`
-	Error  *Problem   `json:"error,omitempty"`
-}
-
-// Stream event types.
-const (
-	EventStdout = "stdout"
-	EventStderr = "stderr"
-	EventResult = "result"
-	EventError  = "error"
-)
-
-// Bytes returns the chunk's bytes whichever field carries them.
-func (e *StreamEvent) Bytes() []byte {
-	if e.DataBase64 != nil {
-		return e.DataBase64
-	}
-	return []byte(e.Data)
-}
-
-// Chunker turns a stream of output bytes into events without splitting a
-// UTF-8 character across two events. It is not safe for concurrent use.
-type Chunker struct {
-	Type  string
-	carry []byte
-}
-
-// Next returns the event for p (nil when p only held part of a
-// character, kept for the next call).
-func (c *Chunker) Next(p []byte) *StreamEvent {
-	buf := append(c.carry, p...)
-	c.carry = nil
-	// Hold back an incomplete character at the end (at most 3 bytes).
-	for i := 1; i <= 3 && i <= len(buf); i++ {
-		b := buf[len(buf)-i]
-		if b < 0x80 {
-			break // ASCII: complete
-		}
-		if utf8.RuneStart(b) {
-			if !utf8.FullRune(buf[len(buf)-i:]) {
-				c.carry = append([]byte(nil), buf[len(buf)-i:]...)
-				buf = buf[:len(buf)-i]
-			}
-			break
-		}
-	}
-	if len(buf) == 0 {
-		return nil
-	}
-	return c.event(buf)
-}
-
-// Flush returns an event for bytes held back, or nil.
-func (c *Chunker) Flush() *StreamEvent {
-	if len(c.carry) == 0 {
-		return nil
-	}
-	buf := c.carry
-	c.carry = nil
-	return c.event(buf)
-}
-
-func (c *Chunker) event(buf []byte) *StreamEvent {
-	if utf8.Valid(buf) {
-		return &StreamEvent{Type: c.Type, Data: string(buf)}
-	}
-	return &StreamEvent{Type: c.Type, DataBase64: append([]byte(nil), buf...)}
-}
-
-// ReadEvents decodes NDJSON stream events from r, calling fn for each,
-// until EOF or fn's error.
-func ReadEvents(r io.Reader, fn func(*StreamEvent) error) error {
-	dec := json.NewDecoder(r)
-	for {
-		var ev StreamEvent
-		if err := dec.Decode(&ev); err == io.EOF {
-			return nil
-		} else if err != nil {
-			return fmt.Errorf("decoding a stream event: %w", err)
-		}
-		if err := fn(&ev); err != nil {
-			return err
-		}
-	}
 }

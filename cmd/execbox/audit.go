@@ -14,13 +14,14 @@ import (
 
 	v1 "github.com/execbox/execbox/api/v1"
 	"github.com/execbox/execbox/internal/audit"
+	"github.com/execbox/execbox/internal/server"
 	"github.com/execbox/execbox/sandbox"
 )
 
 type auditFlags struct {
-	db, remote, since, until string
-	q                        v1.AuditQuery
-	asJSON, count            bool
+	db, remote, since, until, kind string
+	q                              v1.AuditQuery
+	asJSON, count                  bool
 }
 
 func newAuditCmd(g *globals) *cobra.Command {
@@ -42,7 +43,7 @@ asks a server's GET /v1/audit with the admin token in EXECBOX_TOKEN.
 	fl.StringVar(&f.db, "db", "", "the audit database (default audit.path)")
 	fl.StringVar(&f.remote, "remote", "", "query the execbox server at this URL instead (token from EXECBOX_TOKEN)")
 	fl.StringVar(&f.q.Token, "token", "", "only this token's executions")
-	fl.StringVar(&f.q.Kind, "kind", "", "only this kind: run, function, lint or tool")
+	fl.StringVar(&f.kind, "kind", "", "only this kind: run, function, lint or tool")
 	fl.StringVar(&f.q.ErrorCode, "error-code", "", "only executions that failed with this code")
 	fl.StringVar(&f.since, "since", "", "only executions at or after this time")
 	fl.StringVar(&f.until, "until", "", "only executions before this time")
@@ -54,6 +55,7 @@ asks a server's GET /v1/audit with the admin token in EXECBOX_TOKEN.
 
 func runAudit(ctx context.Context, g *globals, f *auditFlags) error {
 	now := time.Now()
+	f.q.Operation = v1.Operation(f.kind)
 	var err error
 	if f.q.Since, err = parseWhen("--since", f.since, now); err != nil {
 		return err
@@ -91,11 +93,12 @@ func runAudit(ctx context.Context, g *globals, f *auditFlags) error {
 			return err
 		}
 		defer st.Close()
-		recs, total, err := st.Query(ctx, f.q)
+		recs, total, err := st.Query(ctx, server.AuditQueryFromWire(f.q))
 		if err != nil {
 			return err
 		}
-		out = &v1.Audit{Records: recs, Total: total}
+		a := server.AuditToWire(recs, total)
+		out = &a
 	}
 	switch {
 	case f.count:
@@ -139,7 +142,7 @@ func printAudit(w io.Writer, a *v1.Audit) {
 		if r.ExitCode != nil {
 			exit = strconv.Itoa(*r.ExitCode)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Time.Local().Format(time.RFC3339), r.ID, r.Token, r.Kind,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Time.Local().Format(time.RFC3339), r.ID, r.Token, r.Operation,
 			dash(r.Backend), dash(r.Reason), exit, r.Duration.Round(time.Millisecond), dash(r.ErrorCode))
 	}
 	tw.Flush()

@@ -11,7 +11,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/execbox/execbox/engine"
+	v1 "github.com/execbox/execbox/api/v1"
+	"github.com/execbox/execbox/internal/server"
 )
 
 func newDoctorCmd(g *globals) *cobra.Command {
@@ -34,7 +35,8 @@ It exits 1 when nothing can run.`,
 				return err
 			}
 			defer e.Close()
-			r := e.Report(cmd.Context())
+			// The same shape as GET /v1/health.
+			r := server.HealthToWire(e.Report(cmd.Context()))
 			if asJSON {
 				enc := json.NewEncoder(os.Stdout)
 				enc.SetIndent("", "  ")
@@ -54,7 +56,7 @@ It exits 1 when nothing can run.`,
 	return cmd
 }
 
-func printReport(w io.Writer, r engine.Report) {
+func printReport(w io.Writer, r v1.Health) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "BACKEND\tISOLATION\tAVAILABLE\tREADY\tREASON")
 	for _, c := range r.Candidates {

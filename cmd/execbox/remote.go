@@ -16,6 +16,7 @@ import (
 	"github.com/execbox/execbox/client"
 	"github.com/execbox/execbox/function"
 	"github.com/execbox/execbox/internal/config"
+	"github.com/execbox/execbox/internal/server"
 	"github.com/execbox/execbox/sandbox"
 )
 
@@ -85,7 +86,7 @@ func (f *runFlags) remoteRequest(args []string) (*v1.RunRequest, error) {
 		Command:      args,
 		Env:          spec.Env,
 		Files:        spec.Files,
-		Limits:       v1.LimitsOf(spec.Limits),
+		Limits:       spec.Limits,
 		Network:      spec.Policy.Network.String(),
 		Backend:      f.sel.Backend,
 		Tier:         f.sel.Tier,
@@ -121,7 +122,7 @@ func callFunctionAt(ctx context.Context, g *globals, remote string, req *functio
 	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	resp, err := c.Execute(ctx, req)
+	resp, err := c.Execute(ctx, server.FunctionRequestToWire(req))
 	var p *v1.Problem
 	switch {
 	case errors.As(err, &p):
@@ -131,5 +132,5 @@ func callFunctionAt(ctx context.Context, g *globals, remote string, req *functio
 	case err != nil:
 		return &function.Response{Code: function.CodeSandboxFailed, Error: "could not reach the execbox server: " + err.Error()}, nil
 	}
-	return resp, nil
+	return server.FunctionResponseFromWire(resp), nil
 }

@@ -2,10 +2,16 @@
 // function call, a lint, a tool call), refused ones included, in an
 // embedded SQLite database (modernc.org/sqlite, no cgo).
 //
-// A row holds who asked (the token's name), what kind of execution, where
-// it ran (backend, isolation), its limits, how it ended (reason, exit code,
-// duration, usage), the SHA-256 of the code — the code itself only when
+// A row (Record) holds who asked (the token's name), the operation (run,
+// function, lint, tool; the column "kind"), where it ran (backend,
+// isolation), its limits, how it ended (reason, exit code, duration,
+// usage), the SHA-256 of the code — the code itself only when
 // Options.StoreCode is set — and the stable error code of a failure.
+//
+// Record and Query are the package's own types: the HTTP API's wire types
+// (api/v1) are internal/server's to convert, so the API's JSON can change
+// without changing what is stored. The limits column keeps the form rows
+// have always had (the contract's field names, durations in nanoseconds).
 //
 // Invariants:
 //   - Record returns only after the row is committed, so a caller that has

@@ -17,7 +17,6 @@ import (
 
 	_ "modernc.org/sqlite" // the "sqlite" database/sql driver
 
-	v1 "github.com/execbox/execbox/api/v1"
 	"github.com/execbox/execbox/sandbox"
 )
 
@@ -167,18 +166,52 @@ func Hash(code string) string {
 	return hex.EncodeToString(h[:])
 }
 
+// Record is one row: one execution.
+type Record struct {
+	ID        string
+	Time      time.Time
+	RequestID string
+	// Token is the name of the token that asked ("anonymous" when empty).
+	Token string
+	// Operation is what the execution was: run, function, lint or tool
+	// (the column "kind").
+	Operation string
+	// Backend and Isolation are where it ran; empty when nothing ran.
+	Backend   string
+	Isolation string
+	Limits    *sandbox.Limits
+	// Reason is a run's sandbox reason; for functions "ok" or the
+	// response code.
+	Reason   string
+	ExitCode *int
+	Duration time.Duration
+	Usage    *sandbox.Usage
+	// CodeSHA256 is the hex SHA-256 of the code; Code is the code itself,
+	// kept only with Options.StoreCode.
+	CodeSHA256 string
+	Code       string
+	// ErrorCode is the stable code of a refused or failed request.
+	ErrorCode string
+}
+
 // Entry is what a caller records: the record plus the code, which the
 // Store hashes and keeps only if configured.
 type Entry struct {
-	v1.AuditRecord
+	Record
 	// Code is the code that was (or would have been) run.
 	Code string
 }
 
+// storedLimits is the limits column's form: the contract's field names
+// with durations in nanoseconds, as every row has held them. It has none of
+// sandbox.Limits' methods, so the API's JSON form of Limits may change
+// without changing what older rows mean.
+type storedLimits sandbox.Limits
+
 // Record commits one row. A zero ID gets a new one, a zero Time now.
 // It returns the stored record.
-func (s *Store) Record(ctx context.Context, e Entry) (v1.AuditRecord, error) {
-	r := e.AuditRecord
+func (s *Store) Record(ctx context.Context, e Entry) (Record, error) {
+	r := e.Record
 	if r.ID == "" {
 		r.ID = sandbox.NewID()
 	}
@@ -196,7 +229,7 @@ func (s *Store) Record(ctx context.Context, e Entry) (v1.AuditRecord, error) {
 	}
 	var limits, usage, code any
 	if r.Limits != nil {
-		b, _ := json.Marshal(r.Limits)
+		b, _ := json.Marshal((*storedLimits)(r.Limits))
 		limits = string(b)
 	}
 	if r.Usage != nil {
@@ -213,7 +246,7 @@ func (s *Store) Record(ctx context.Context, e Entry) (v1.AuditRecord, error) {
 	_, err := s.db.ExecContext(context.WithoutCancel(ctx), `INSERT INTO executions
 		(id, time_ns, request_id, token, kind, backend, isolation, limits, reason, exit_code, duration_ns, usage, code_sha256, code, error_code)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		r.ID, r.Time.UnixNano(), r.RequestID, r.Token, r.Kind, r.Backend, r.Isolation, limits, r.Reason, exit,
+		r.ID, r.Time.UnixNano(), r.RequestID, r.Token, r.Operation, r.Backend, r.Isolation, limits, r.Reason, exit,
 		int64(r.Duration), usage, r.CodeSHA256, code, r.ErrorCode)
 	if err != nil {
 		return r, sandbox.Errorf(sandbox.ErrInternal, "audit_failed", "writing the audit log: %w", err)
@@ -221,9 +254,28 @@ func (s *Store) Record(ctx context.Context, e Entry) (v1.AuditRecord, error) {
 	return r, nil
 }
 
+// Query filters the log; zero fields do not filter.
+type Query struct {
+	Token     string
+	Operation string
+	ErrorCode string
+	// Since and Until bound the time: Since included, Until excluded.
+	Since time.Time
+	Until time.Time
+	// Limit bounds the records returned (newest first): 0 means
+	// DefaultLimit, at most MaxLimit.
+	Limit int
+}
+
+// Query bounds.
+const (
+	DefaultLimit = 100
+	MaxLimit     = 1000
+)
+
 // Query returns the records matching q, newest first, and how many match
 // in all.
-func (s *Store) Query(ctx context.Context, q v1.AuditQuery) ([]v1.AuditRecord, int, error) {
+func (s *Store) Query(ctx context.Context, q Query) ([]Record, int, error) {
 	var where []string
 	var args []any
 	add := func(cond string, v any) {
@@ -233,8 +285,8 @@ func (s *Store) Query(ctx context.Context, q v1.AuditQuery) ([]v1.AuditRecord, i
 	if q.Token != "" {
 		add("token = ?", q.Token)
 	}
-	if q.Kind != "" {
-		add("kind = ?", q.Kind)
+	if q.Operation != "" {
+		add("kind = ?", q.Operation)
 	}
 	if q.ErrorCode != "" {
 		add("error_code = ?", q.ErrorCode)
@@ -251,9 +303,9 @@ func (s *Store) Query(ctx context.Context, q v1.AuditQuery) ([]v1.AuditRecord, i
 	}
 	limit := q.Limit
 	if limit <= 0 {
-		limit = v1.DefaultAuditLimit
+		limit = DefaultLimit
 	}
-	limit = min(limit, v1.MaxAuditLimit)
+	limit = min(limit, MaxLimit)
 
 	var total int
 	if err := s.db.QueryRowContext(ctx, "SELECT count(*) FROM executions"+cond, args...).Scan(&total); err != nil {
@@ -266,13 +318,13 @@ func (s *Store) Query(ctx context.Context, q v1.AuditQuery) ([]v1.AuditRecord, i
 		return nil, 0, fmt.Errorf("querying audit records: %w", err)
 	}
 	defer rows.Close()
-	out := []v1.AuditRecord{}
+	out := []Record{}
 	for rows.Next() {
-		var r v1.AuditRecord
+		var r Record
 		var t, dur int64
 		var limits, usage, code sql.NullString
 		var exit sql.NullInt64
-		if err := rows.Scan(&r.ID, &t, &r.RequestID, &r.Token, &r.Kind, &r.Backend, &r.Isolation, &limits, &r.Reason,
+		if err := rows.Scan(&r.ID, &t, &r.RequestID, &r.Token, &r.Operation, &r.Backend, &r.Isolation, &limits, &r.Reason,
 			&exit, &dur, &usage, &r.CodeSHA256, &code, &r.ErrorCode); err != nil {
 			return nil, 0, fmt.Errorf("reading audit records: %w", err)
 		}
@@ -283,7 +335,7 @@ func (s *Store) Query(ctx context.Context, q v1.AuditQuery) ([]v1.AuditRecord, i
 		}
 		if limits.Valid {
 			r.Limits = &sandbox.Limits{}
-			if err := json.Unmarshal([]byte(limits.String), r.Limits); err != nil {
+			if err := json.Unmarshal([]byte(limits.String), (*storedLimits)(r.Limits)); err != nil {
 				return nil, 0, fmt.Errorf("reading audit record %s: limits: %w", r.ID, err)
 			}
 		}

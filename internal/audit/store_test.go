@@ -12,7 +12,6 @@ import (
 
 	"go.uber.org/goleak"
 
-	v1 "github.com/execbox/execbox/api/v1"
 	"github.com/execbox/execbox/sandbox"
 )
 
@@ -29,8 +28,8 @@ func open(t *testing.T, o Options) (*Store, string) {
 	return s, path
 }
 
-func entry(token, kind string, at time.Time, code string) Entry {
-	return Entry{AuditRecord: v1.AuditRecord{Token: token, Kind: kind, Time: at}, Code: code}
+func entry(token, op string, at time.Time, code string) Entry {
+	return Entry{Record: Record{Token: token, Operation: op, Time: at}, Code: code}
 }
 
 func TestRecordAndQuery(t *testing.T) {
@@ -39,8 +38,8 @@ func TestRecordAndQuery(t *testing.T) {
 	exit := 3
 	at := time.Unix(1_800_000_000, 123)
 	lim := sandbox.Defaults
-	rec, err := s.Record(ctx, Entry{AuditRecord: v1.AuditRecord{
-		ID: "run1", Time: at, RequestID: "req1", Token: "ci", Kind: v1.KindRun, Backend: "native", Isolation: "process",
+	rec, err := s.Record(ctx, Entry{Record: Record{
+		ID: "run1", Time: at, RequestID: "req1", Token: "ci", Operation: "run", Backend: "native", Isolation: "process",
 		Limits: &lim, Reason: "exited", ExitCode: &exit, Duration: 1500 * time.Millisecond,
 		Usage: &sandbox.Usage{Wall: time.Second, CPU: 2 * time.Millisecond, PeakMemory: 1 << 20},
 	}, Code: "print(1)"})
@@ -50,12 +49,12 @@ func TestRecordAndQuery(t *testing.T) {
 	if rec.CodeSHA256 != Hash("print(1)") || rec.Code != "" {
 		t.Fatalf("without store_code: %+v", rec)
 	}
-	s.Record(ctx, entry("", v1.KindFunction, at.Add(time.Second), "def main(): pass"))
-	recs, total, err := s.Query(ctx, v1.AuditQuery{})
+	s.Record(ctx, entry("", "function", at.Add(time.Second), "def main(): pass"))
+	recs, total, err := s.Query(ctx, Query{})
 	if err != nil || total != 2 || len(recs) != 2 {
 		t.Fatalf("%d %v %v", total, recs, err)
 	}
-	if recs[0].Token != "anonymous" || recs[0].Kind != v1.KindFunction || recs[0].ID == "" || recs[0].ExitCode != nil || recs[0].Limits != nil {
+	if recs[0].Token != "anonymous" || recs[0].Operation != "function" || recs[0].ID == "" || recs[0].ExitCode != nil || recs[0].Limits != nil {
 		t.Errorf("newest first, anonymous by default: %+v", recs[0])
 	}
 	got := recs[1]
@@ -72,18 +71,52 @@ func TestRecordAndQuery(t *testing.T) {
 		}
 	}
 	// A duplicate id is an error, not a silent overwrite.
-	if _, err := s.Record(ctx, Entry{AuditRecord: v1.AuditRecord{ID: "run1", Kind: v1.KindRun}}); !errors.Is(err, sandbox.ErrInternal) {
+	if _, err := s.Record(ctx, Entry{Record: Record{ID: "run1", Operation: "run"}}); !errors.Is(err, sandbox.ErrInternal) {
 		t.Errorf("duplicate id: %v", err)
+	}
+}
+
+// TestLimitsColumn: the limits column keeps the form every row has had
+// (durations in nanoseconds), whatever the API's JSON form of Limits, so
+// older rows read back the same.
+func TestLimitsColumn(t *testing.T) {
+	ctx := context.Background()
+	s, _ := open(t, Options{})
+	lim := sandbox.Limits{Wall: 1500 * time.Millisecond, Memory: 64 * sandbox.MiB, OutputLimitKill: true}
+	if _, err := s.Record(ctx, Entry{Record: Record{ID: "new", Operation: "run", Limits: &lim}}); err != nil {
+		t.Fatal(err)
+	}
+	var col string
+	if err := s.db.QueryRowContext(ctx, "SELECT limits FROM executions WHERE id = 'new'").Scan(&col); err != nil {
+		t.Fatal(err)
+	}
+	if col != `{"wall":1500000000,"memory":67108864,"output_limit_kill":true}` {
+		t.Errorf("limits column %s", col)
+	}
+	// A row an earlier execbox wrote.
+	if _, err := s.db.ExecContext(ctx, `INSERT INTO executions (id, time_ns, token, kind, limits) VALUES ('old', 1, 't', 'run',
+		'{"wall":15000000000,"cpu_time":17000000000,"memory":268435456,"cpus":1,"pids":64}')`); err != nil {
+		t.Fatal(err)
+	}
+	recs, _, err := s.Query(ctx, Query{})
+	if err != nil || len(recs) != 2 {
+		t.Fatalf("%+v %v", recs, err)
+	}
+	want := map[string]sandbox.Limits{"new": lim, "old": {Wall: 15 * time.Second, CPUTime: 17 * time.Second, Memory: 256 * sandbox.MiB, CPUs: 1, Pids: 64}}
+	for _, r := range recs {
+		if r.Limits == nil || *r.Limits != want[r.ID] {
+			t.Errorf("%s: limits %+v, want %+v", r.ID, r.Limits, want[r.ID])
+		}
 	}
 }
 
 func TestStoreCode(t *testing.T) {
 	s, _ := open(t, Options{StoreCode: true})
-	rec, err := s.Record(context.Background(), entry("ci", v1.KindRun, time.Time{}, "secret()"))
+	rec, err := s.Record(context.Background(), entry("ci", "run", time.Time{}, "secret()"))
 	if err != nil || rec.Code != "secret()" || rec.Time.IsZero() {
 		t.Fatalf("%+v %v", rec, err)
 	}
-	recs, _, _ := s.Query(context.Background(), v1.AuditQuery{})
+	recs, _, _ := s.Query(context.Background(), Query{})
 	if recs[0].Code != "secret()" {
 		t.Fatalf("%+v", recs[0])
 	}
@@ -94,7 +127,7 @@ func TestFilters(t *testing.T) {
 	s, _ := open(t, Options{})
 	t0 := time.Unix(1_800_000_000, 0)
 	for i := range 10 {
-		e := entry([]string{"a", "b"}[i%2], []string{v1.KindRun, v1.KindFunction, v1.KindLint}[i%3], t0.Add(time.Duration(i)*time.Minute), "")
+		e := entry([]string{"a", "b"}[i%2], []string{"run", "function", "lint"}[i%3], t0.Add(time.Duration(i)*time.Minute), "")
 		if i == 7 {
 			e.ErrorCode = "busy"
 		}
@@ -103,19 +136,19 @@ func TestFilters(t *testing.T) {
 		}
 	}
 	for _, tc := range []struct {
-		q           v1.AuditQuery
+		q           Query
 		total, rows int
 	}{
-		{v1.AuditQuery{}, 10, 10},
-		{v1.AuditQuery{Token: "a"}, 5, 5},
-		{v1.AuditQuery{Kind: v1.KindRun}, 4, 4},
-		{v1.AuditQuery{Token: "b", Kind: v1.KindFunction}, 2, 2},
-		{v1.AuditQuery{ErrorCode: "busy"}, 1, 1},
-		{v1.AuditQuery{Since: t0.Add(5 * time.Minute)}, 5, 5},
-		{v1.AuditQuery{Until: t0.Add(5 * time.Minute)}, 5, 5},
-		{v1.AuditQuery{Since: t0.Add(2 * time.Minute), Until: t0.Add(4 * time.Minute)}, 2, 2},
-		{v1.AuditQuery{Limit: 3}, 10, 3},
-		{v1.AuditQuery{Token: "nobody"}, 0, 0},
+		{Query{}, 10, 10},
+		{Query{Token: "a"}, 5, 5},
+		{Query{Operation: "run"}, 4, 4},
+		{Query{Token: "b", Operation: "function"}, 2, 2},
+		{Query{ErrorCode: "busy"}, 1, 1},
+		{Query{Since: t0.Add(5 * time.Minute)}, 5, 5},
+		{Query{Until: t0.Add(5 * time.Minute)}, 5, 5},
+		{Query{Since: t0.Add(2 * time.Minute), Until: t0.Add(4 * time.Minute)}, 2, 2},
+		{Query{Limit: 3}, 10, 3},
+		{Query{Token: "nobody"}, 0, 0},
 	} {
 		recs, total, err := s.Query(ctx, tc.q)
 		if err != nil || total != tc.total || len(recs) != tc.rows {
@@ -134,7 +167,7 @@ func TestPrune(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
 	s, path := open(t, Options{MaxAge: time.Hour, MaxRows: 3})
 	for _, age := range []time.Duration{2 * time.Hour, time.Hour + time.Nanosecond, time.Hour, 30 * time.Minute, 20 * time.Minute, 10 * time.Minute, 0} {
-		if _, err := s.Record(ctx, entry("t", v1.KindRun, now.Add(-age), fmt.Sprint(age))); err != nil {
+		if _, err := s.Record(ctx, entry("t", "run", now.Add(-age), fmt.Sprint(age))); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -144,7 +177,7 @@ func TestPrune(t *testing.T) {
 	}
 	// By age: the two older than an hour go (exactly an hour stays); by
 	// size: of the five left, the two oldest go.
-	recs, total, _ := s.Query(ctx, v1.AuditQuery{})
+	recs, total, _ := s.Query(ctx, Query{})
 	if n != 4 || total != 3 || recs[2].CodeSHA256 != Hash(fmt.Sprint(20*time.Minute)) {
 		t.Fatalf("pruned %d, %d left: %+v", n, total, recs)
 	}
@@ -159,7 +192,7 @@ func TestPrune(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, at := range []time.Time{time.Now().Add(-2 * time.Hour), time.Now()} {
-		s2.Record(ctx, entry("t", v1.KindRun, at, ""))
+		s2.Record(ctx, entry("t", "run", at, ""))
 	}
 	if n, _ := s2.Prune(ctx, time.Now()); n != 0 {
 		t.Fatalf("zero bounds pruned %d", n)
@@ -170,22 +203,22 @@ func TestPrune(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s3.Close()
-	if _, total, _ := s3.Query(ctx, v1.AuditQuery{Since: now.Add(-time.Hour)}); total != 3 {
+	if _, total, _ := s3.Query(ctx, Query{Since: now.Add(-time.Hour)}); total != 3 {
 		t.Fatalf("%d rows from the first store, want 3", total)
 	}
-	if _, total, _ := s3.Query(ctx, v1.AuditQuery{Until: now.Add(-time.Hour)}); total != 1 {
+	if _, total, _ := s3.Query(ctx, Query{Until: now.Add(-time.Hour)}); total != 1 {
 		t.Fatalf("open did not prune: %d recent rows, want 1", total)
 	}
 }
 
 func TestPruneLoop(t *testing.T) {
 	s, _ := open(t, Options{MaxAge: time.Millisecond, PruneInterval: 10 * time.Millisecond})
-	if _, err := s.Record(context.Background(), entry("t", v1.KindRun, time.Now().Add(-time.Second), "")); err != nil {
+	if _, err := s.Record(context.Background(), entry("t", "run", time.Now().Add(-time.Second), "")); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		if _, total, _ := s.Query(context.Background(), v1.AuditQuery{}); total == 0 {
+		if _, total, _ := s.Query(context.Background(), Query{}); total == 0 {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -207,7 +240,7 @@ func TestConcurrentWritersAndAReader(t *testing.T) {
 	for w := range 8 {
 		wg.Go(func() {
 			for i := range 50 {
-				if _, err := s.Record(ctx, entry(fmt.Sprint("w", w), v1.KindFunction, time.Time{}, fmt.Sprint(i))); err != nil {
+				if _, err := s.Record(ctx, entry(fmt.Sprint("w", w), "function", time.Time{}, fmt.Sprint(i))); err != nil {
 					t.Error(err)
 					return
 				}
@@ -216,18 +249,18 @@ func TestConcurrentWritersAndAReader(t *testing.T) {
 	}
 	wg.Go(func() {
 		for range 20 {
-			if _, _, err := ro.Query(ctx, v1.AuditQuery{}); err != nil {
+			if _, _, err := ro.Query(ctx, Query{}); err != nil {
 				t.Error(err)
 				return
 			}
 		}
 	})
 	wg.Wait()
-	_, total, err := ro.Query(ctx, v1.AuditQuery{})
+	_, total, err := ro.Query(ctx, Query{})
 	if err != nil || total != 400 {
 		t.Fatalf("%d rows (%v), want 400", total, err)
 	}
-	if _, err := ro.Record(ctx, entry("x", v1.KindRun, time.Time{}, "")); err == nil {
+	if _, err := ro.Record(ctx, entry("x", "run", time.Time{}, "")); err == nil {
 		t.Fatal("a read-only store wrote")
 	}
 }

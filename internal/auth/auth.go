@@ -12,7 +12,7 @@ import (
 	"sync"
 	"time"
 
-	v1 "github.com/execbox/execbox/api/v1"
+	"github.com/execbox/execbox/errmap"
 	"github.com/execbox/execbox/sandbox"
 )
 
@@ -32,6 +32,18 @@ type Token struct {
 const (
 	DefaultName = "default"
 	Anonymous   = "anonymous"
+)
+
+// The stable codes of this package's errors.
+const (
+	// CodeUnauthenticated: no bearer token, or an unknown one (ErrDenied;
+	// HTTP answers it 401).
+	CodeUnauthenticated = errmap.CodeUnauthenticated
+	// CodeRateLimited: the token is over its rate (ErrBusy).
+	CodeRateLimited = "rate_limited"
+	// CodeTooManyInFlight: the token has its most executions in flight
+	// (ErrBusy).
+	CodeTooManyInFlight = "too_many_in_flight"
 )
 
 // MaxNameLen bounds a token name.
@@ -177,7 +189,7 @@ func (a *Authenticator) Authenticate(header string) (*Identity, error) {
 	}
 	scheme, secret, ok := strings.Cut(header, " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(secret) == "" {
-		return nil, sandbox.Errorf(sandbox.ErrDenied, v1.CodeUnauthenticated, "a bearer token is required (Authorization: Bearer <token>)")
+		return nil, sandbox.Errorf(sandbox.ErrDenied, CodeUnauthenticated, "a bearer token is required (Authorization: Bearer <token>)")
 	}
 	h := sha256.Sum256([]byte(strings.TrimSpace(secret)))
 	var found *Identity
@@ -188,7 +200,7 @@ func (a *Authenticator) Authenticate(header string) (*Identity, error) {
 		}
 	}
 	if found == nil {
-		return nil, sandbox.Errorf(sandbox.ErrDenied, v1.CodeUnauthenticated, "the bearer token is not valid")
+		return nil, sandbox.Errorf(sandbox.ErrDenied, CodeUnauthenticated, "the bearer token is not valid")
 	}
 	return found, nil
 }
@@ -253,7 +265,7 @@ func (id *Identity) Admit() (release func(), err error) {
 		if id.tokens < 1 {
 			wait := time.Duration((1 - id.tokens) / id.rate * float64(time.Second))
 			id.mu.Unlock()
-			return nil, &BusyError{After: wait, Err: sandbox.Errorf(sandbox.ErrBusy, v1.CodeRateLimited,
+			return nil, &BusyError{After: wait, Err: sandbox.Errorf(sandbox.ErrBusy, CodeRateLimited,
 				"token %s is over its rate limit of %g requests per second; retry in %s", id.Name, id.rate, wait.Round(time.Millisecond))}
 		}
 		id.tokens--
@@ -267,7 +279,7 @@ func (id *Identity) Admit() (release func(), err error) {
 		var once sync.Once
 		return func() { once.Do(func() { <-id.inFlight }) }, nil
 	default:
-		return nil, &BusyError{After: time.Second, Err: sandbox.Errorf(sandbox.ErrBusy, v1.CodeTooManyInFlight,
+		return nil, &BusyError{After: time.Second, Err: sandbox.Errorf(sandbox.ErrBusy, CodeTooManyInFlight,
 			"token %s already has %d executions in flight, its limit", id.Name, id.concurrency)}
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	v1 "github.com/execbox/execbox/api/v1"
 	"github.com/execbox/execbox/sandbox"
 )
 
@@ -99,7 +98,7 @@ func TestAuthenticate(t *testing.T) {
 	} {
 		id, err := a.Authenticate(header)
 		switch {
-		case want == "" && (err == nil || sandbox.CodeOf(err) != v1.CodeUnauthenticated || !errors.Is(err, sandbox.ErrDenied)):
+		case want == "" && (err == nil || sandbox.CodeOf(err) != CodeUnauthenticated || !errors.Is(err, sandbox.ErrDenied)):
 			t.Errorf("%q: %+v %v, want unauthenticated", header, id, err)
 		case want != "" && (err != nil || id.Name != want):
 			t.Errorf("%q: %+v %v, want %s", header, id, err, want)
@@ -124,7 +123,7 @@ func TestAdmitConcurrency(t *testing.T) {
 	}
 	_, err := id.Admit()
 	var be *BusyError
-	if !errors.As(err, &be) || !errors.Is(err, sandbox.ErrBusy) || sandbox.CodeOf(err) != v1.CodeTooManyInFlight || be.RetryAfter() <= 0 {
+	if !errors.As(err, &be) || !errors.Is(err, sandbox.ErrBusy) || sandbox.CodeOf(err) != CodeTooManyInFlight || be.RetryAfter() <= 0 {
 		t.Fatalf("third: %v", err)
 	}
 	r1()
@@ -162,7 +161,7 @@ func TestAdmitRate(t *testing.T) {
 	}
 	_, err := id.Admit()
 	var be *BusyError
-	if !errors.As(err, &be) || sandbox.CodeOf(err) != v1.CodeRateLimited || be.RetryAfter() != 500*time.Millisecond {
+	if !errors.As(err, &be) || sandbox.CodeOf(err) != CodeRateLimited || be.RetryAfter() != 500*time.Millisecond {
 		t.Fatalf("over the burst: %v (retry after %v)", err, be)
 	}
 	now = now.Add(499 * time.Millisecond)

@@ -18,6 +18,9 @@
 //   - Admit enforces a token's rate (a token bucket) and its concurrency
 //     (in-flight executions); refusals are sandbox.ErrBusy with a
 //     Retry-After hint (RetryAfter).
+//   - Errors carry this package's codes (CodeUnauthenticated,
+//     CodeRateLimited, CodeTooManyInFlight); the HTTP API documents the
+//     same codes in api/v1, which this package does not import.
 //
 // Concurrency: an Authenticator and its Identities are safe for concurrent
 // use.

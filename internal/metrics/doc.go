@@ -11,7 +11,8 @@
 // plus the Go runtime and process collectors (go_goroutines,
 // process_open_fds, …), which the load test reads to find leaks.
 //
-// kind is run, function, lint or tool; backend is the backend that ran the
+// kind is the execution's operation (v1.Operation, the audit log's
+// "kind"): run, function, lint or tool; backend is the backend that ran the
 // code, or "none"; reason is a run's sandbox reason, or for functions "ok"
 // or the response's error code.
 //

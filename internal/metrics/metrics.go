@@ -61,24 +61,25 @@ func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
 }
 
-// Start counts one execution of kind in flight until done is called.
-func (m *Metrics) Start(kind string) (done func()) {
-	g := m.inFlight.WithLabelValues(kind)
+// Start counts one execution of operation op in flight until done is
+// called.
+func (m *Metrics) Start(op string) (done func()) {
+	g := m.inFlight.WithLabelValues(op)
 	g.Inc()
 	return g.Dec
 }
 
-// Executed records an execution that ended.
-func (m *Metrics) Executed(kind, backend, reason string, d time.Duration) {
+// Executed records an execution of operation op that ended.
+func (m *Metrics) Executed(op, backend, reason string, d time.Duration) {
 	if backend == "" {
 		backend = "none"
 	}
-	m.executions.WithLabelValues(kind, backend, reason).Inc()
-	m.duration.WithLabelValues(kind).Observe(d.Seconds())
+	m.executions.WithLabelValues(op, backend, reason).Inc()
+	m.duration.WithLabelValues(op).Observe(d.Seconds())
 }
 
-// Busy records a refusal of kind with code.
-func (m *Metrics) Busy(kind, code string) { m.busy.WithLabelValues(kind, code).Inc() }
+// Busy records a refusal of operation op with code.
+func (m *Metrics) Busy(op, code string) { m.busy.WithLabelValues(op, code).Inc() }
 
 // Request records an HTTP answer; route is the matched pattern.
 func (m *Metrics) Request(route string, status int) {

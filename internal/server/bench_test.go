@@ -27,7 +27,8 @@ func BenchmarkFunctionCall(b *testing.B) {
 	stub := function.EngineFunc(func(context.Context, sandbox.Selection, sandbox.Spec, *sandbox.Process) (*sandbox.Result, error) {
 		return &sandbox.Result{Backend: "stub", Reason: sandbox.ReasonExited, Stdout: `{"ok":true,"data":3}`}, nil
 	})
-	req := &v1.FunctionRequest{Code: "def main(a, b):\n    return a + b\n", Params: []byte(`{"a":1,"b":2}`)}
+	req := &function.Request{Code: "def main(a, b):\n    return a + b\n", Params: []byte(`{"a":1,"b":2}`)}
+	wire := FunctionRequestToWire(req)
 	for _, runner := range []string{"local", "stub"} {
 		if runner == "local" {
 			requirePython(b)
@@ -53,10 +54,12 @@ func BenchmarkFunctionCall(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		calls := map[string]func() (*function.Response, error){
-			"library":    func() (*function.Response, error) { return fx.Execute(context.Background(), req), nil },
-			"http":       func() (*function.Response, error) { return c.Execute(context.Background(), req) },
-			"http+audit": func() (*function.Response, error) { return ca.Execute(context.Background(), req) },
+		calls := map[string]func() (*v1.FunctionResponse, error){
+			"library": func() (*v1.FunctionResponse, error) {
+				return FunctionResponseToWire(fx.Execute(context.Background(), req)), nil
+			},
+			"http":       func() (*v1.FunctionResponse, error) { return c.Execute(context.Background(), wire) },
+			"http+audit": func() (*v1.FunctionResponse, error) { return ca.Execute(context.Background(), wire) },
 		}
 		for _, via := range []string{"library", "http", "http+audit"} {
 			b.Run(runner+"/"+via, func(b *testing.B) {

@@ -3,7 +3,11 @@
 // holds no policy of its own: where code runs, with what isolation and
 // limits, is the engine's decision; the function protocol is the function
 // package's. The API's shapes are the wire types of api/v1, described by
-// the OpenAPI document served at /v1/openapi.json.
+// the OpenAPI document served at /v1/openapi.json (kept in YAML in api/v1,
+// converted to JSON here). api/v1 imports neither the engine, the function
+// package nor internal/audit: convert.go turns their types into wire types
+// and back (the CLI uses the same conversions), each wire type encoding to
+// exactly the JSON of the type it mirrors.
 //
 // Routes: POST /v1/runs (?stream=1 for NDJSON, or SSE with Accept:
 // text/event-stream), POST /v1/functions:execute, POST /v1/functions:lint,

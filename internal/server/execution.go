@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"time"
 
+	v1 "github.com/execbox/execbox/api/v1"
 	"github.com/execbox/execbox/function"
 	"github.com/execbox/execbox/internal/audit"
 	"github.com/execbox/execbox/sandbox"
@@ -23,11 +24,11 @@ type execution struct {
 	ended   bool
 }
 
-func (s *Server) begin(r *http.Request, kind string) *execution {
+func (s *Server) begin(r *http.Request, op v1.Operation) *execution {
 	in := infoOf(r.Context())
 	x := &execution{s: s, r: r, info: in, start: time.Now()}
 	x.entry.ID = sandbox.NewID()
-	x.entry.Kind = kind
+	x.entry.Operation = string(op)
 	x.entry.RequestID = in.id
 	if in.identity != nil {
 		x.entry.Token = in.identity.Name
@@ -52,7 +53,7 @@ func (x *execution) admit(w http.ResponseWriter) bool {
 // inFlight counts the execution in flight until it ends. The engine's
 // gates (run slots, the function executor's) refuse what is over them.
 func (x *execution) inFlight() {
-	x.release = append(x.release, x.s.metrics.Start(x.entry.Kind))
+	x.release = append(x.release, x.s.metrics.Start(x.entry.Operation))
 }
 
 // fail answers err as a problem and records it.
@@ -60,7 +61,7 @@ func (x *execution) fail(w http.ResponseWriter, err error) {
 	p := problemOf(x.r, err)
 	x.entry.ErrorCode = p.Code
 	if p.Status == http.StatusTooManyRequests {
-		x.s.metrics.Busy(x.entry.Kind, p.Code)
+		x.s.metrics.Busy(x.entry.Operation, p.Code)
 	}
 	x.end()
 	writeProblem(w, x.r, p)
@@ -102,8 +103,8 @@ func (x *execution) end() {
 	if reason == "" {
 		reason = e.ErrorCode
 	}
-	x.s.metrics.Executed(e.Kind, e.Backend, reason, e.Duration)
-	x.info.attrs = append(x.info.attrs, slog.String("kind", e.Kind), slog.String("run_id", e.ID))
+	x.s.metrics.Executed(e.Operation, e.Backend, reason, e.Duration)
+	x.info.attrs = append(x.info.attrs, slog.String("kind", e.Operation), slog.String("run_id", e.ID))
 	if e.Backend != "" {
 		x.info.attrs = append(x.info.attrs, slog.String("backend", e.Backend))
 	}

@@ -12,9 +12,9 @@ import (
 // handleFunction is POST /v1/functions:execute and /v1/functions:lint. A
 // call whose code ran and failed by itself (v1.Ran) is answered 200
 // with ok false; any other failure is a problem with the code's status.
-func (s *Server) handleFunction(kind string) http.HandlerFunc {
+func (s *Server) handleFunction(op v1.Operation) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		x := s.begin(r, kind)
+		x := s.begin(r, op)
 		defer x.end()
 		// The executor has its own gate (functions.concurrency); the
 		// token's limits apply here.
@@ -43,16 +43,16 @@ func (s *Server) handleFunction(kind string) http.HandlerFunc {
 			timeout = s.opts.FunctionTimeout
 		}
 		x.entry.Limits = &sandbox.Limits{Wall: timeout}
-		if kind == v1.KindLint {
+		if op == v1.OpLint {
 			req.Mode = function.ModeLint
 		} else if req.Mode == function.ModeLint {
-			x.entry.Kind = v1.KindLint
+			x.entry.Operation = string(v1.OpLint)
 		}
 		resp := s.opts.Functions.Execute(r.Context(), req)
 		x.answered(resp)
 		if resp.OK || v1.Ran(resp.Code) {
 			x.end()
-			writeJSON(w, http.StatusOK, resp)
+			writeJSON(w, http.StatusOK, FunctionResponseToWire(resp))
 			return
 		}
 		x.entry.Reason = "" // nothing ran to its end: a refusal or a failure around the code

@@ -205,7 +205,7 @@ func (en *env) do(method, path string, body any, header ...string) answer {
 // auditCount is how many audit rows there are.
 func (en *env) auditCount() int {
 	en.t.Helper()
-	_, total, err := en.audit.Query(context.Background(), v1.AuditQuery{})
+	_, total, err := en.audit.Query(context.Background(), audit.Query{})
 	if err != nil {
 		en.t.Fatal(err)
 	}

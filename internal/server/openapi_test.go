@@ -2,6 +2,7 @@ package server
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -30,7 +31,7 @@ type operation struct {
 
 func loadDoc(t *testing.T) (doc, map[string]any) {
 	t.Helper()
-	b, err := v1.OpenAPI()
+	b, err := OpenAPI()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,6 +44,14 @@ func loadDoc(t *testing.T) (doc, map[string]any) {
 		t.Fatal(err)
 	}
 	return d, raw
+}
+
+// TestOpenAPIIsJSON: the YAML document converts to JSON.
+func TestOpenAPIIsJSON(t *testing.T) {
+	d, _ := loadDoc(t)
+	if d.OpenAPI != "3.1.0" || len(d.Paths) != 10 {
+		t.Fatalf("openapi %q, %d paths", d.OpenAPI, len(d.Paths))
+	}
 }
 
 // TestOpenAPIMatchesHandlers: every route the handler serves is
@@ -125,27 +134,31 @@ func TestOpenAPIMatchesHandlers(t *testing.T) {
 	}
 }
 
-// TestOpenAPIRefsResolve: every $ref in the document points at something.
+// TestOpenAPIRefsResolve: every $ref in the document points at something,
+// and no value is null (in YAML, an unquoted ", " inside a flow mapping
+// starts a key without a value).
 func TestOpenAPIRefsResolve(t *testing.T) {
 	_, raw := loadDoc(t)
 	var refs []string
-	var walk func(v any)
-	walk = func(v any) {
+	var walk func(path string, v any)
+	walk = func(path string, v any) {
 		switch x := v.(type) {
+		case nil:
+			t.Errorf("%s is null", path)
 		case map[string]any:
 			for k, c := range x {
 				if k == "$ref" {
 					refs = append(refs, c.(string))
 				}
-				walk(c)
+				walk(path+"/"+k, c)
 			}
 		case []any:
-			for _, c := range x {
-				walk(c)
+			for i, c := range x {
+				walk(fmt.Sprintf("%s/%d", path, i), c)
 			}
 		}
 	}
-	walk(raw)
+	walk("#", raw)
 	if len(refs) < 20 {
 		t.Fatalf("only %d refs found; the walk is broken", len(refs))
 	}

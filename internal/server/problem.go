@@ -16,6 +16,7 @@ import (
 	"time"
 
 	v1 "github.com/execbox/execbox/api/v1"
+	"github.com/execbox/execbox/sandbox"
 )
 
 // writeJSON answers v as JSON with status.
@@ -156,8 +157,10 @@ func (s *Server) decodeError(w http.ResponseWriter, err error, limit int64) erro
 	case errors.As(err, &b64):
 		return invalidField("", "a base64 field (files, stdin_base64) is not valid base64: %v", err)
 	case errors.As(err, &typ):
-		if typ.Type.PkgPath() == reflect.TypeFor[v1.Size]().PkgPath() {
-			return invalidField(typ.Field, "%s", typ.Value) // our types explain themselves
+		if typ.Type.PkgPath() == reflect.TypeFor[sandbox.Limits]().PkgPath() {
+			// The contract's JSON types (a limit's duration or size)
+			// explain themselves.
+			return invalidField(typ.Field, "%s", typ.Value)
 		}
 		return invalidField(typ.Field, "want a JSON %s, got %s", jsonKind(typ.Type), typ.Value)
 	}

@@ -32,8 +32,8 @@ type route struct {
 func (s *Server) routeTable() []route {
 	return []route{
 		{"POST", "/v1/runs", token, s.handleRun},
-		{"POST", "/v1/functions:execute", token, s.handleFunction(v1.KindFunction)},
-		{"POST", "/v1/functions:lint", token, s.handleFunction(v1.KindLint)},
+		{"POST", "/v1/functions:execute", token, s.handleFunction(v1.OpFunction)},
+		{"POST", "/v1/functions:lint", token, s.handleFunction(v1.OpLint)},
 		{"GET", "/v1/health", token, s.handleHealth},
 		{"GET", "/v1/backends", token, s.handleBackends},
 		{"GET", "/v1/audit", admin, s.handleAudit},

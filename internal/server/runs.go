@@ -14,7 +14,7 @@ import (
 
 // handleRun is POST /v1/runs.
 func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) {
-	x := s.begin(r, v1.KindRun)
+	x := s.begin(r, v1.OpRun)
 	defer x.end()
 	// The token's limits before the body is read, a run slot (the
 	// engine's) after: a slow upload holds no slot.

@@ -18,6 +18,7 @@ import (
 
 	v1 "github.com/execbox/execbox/api/v1"
 	"github.com/execbox/execbox/function"
+	"github.com/execbox/execbox/internal/audit"
 	"github.com/execbox/execbox/internal/auth"
 	"github.com/execbox/execbox/sandbox"
 )
@@ -522,7 +523,7 @@ func TestStream(t *testing.T) {
 	cancel()
 	resp.Body.Close()
 	waitFor(t, func() bool { return en.auditCount() == 5 })
-	recs, _, err := en.audit.Query(context.Background(), v1.AuditQuery{Limit: 1})
+	recs, _, err := en.audit.Query(context.Background(), audit.Query{Limit: 1})
 	if err != nil || recs[0].Reason != string(sandbox.ReasonCanceled) {
 		t.Fatalf("the abandoned run's record: %+v %v", recs, err)
 	}
@@ -568,7 +569,10 @@ func TestAuditEveryExecution(t *testing.T) {
 	}
 	// Newest first.
 	r := got.Records
-	want := []struct{ kind, reason, errCode string }{
+	want := []struct {
+		op              v1.Operation
+		reason, errCode string
+	}{
 		{"lint", "ok", ""},
 		{"function", "syntax_error", "syntax_error"},
 		{"function", "ok", ""},
@@ -577,7 +581,7 @@ func TestAuditEveryExecution(t *testing.T) {
 		{"run", "exited", ""},
 	}
 	for i, w := range want {
-		if r[i].Kind != w.kind || r[i].Reason != w.reason || r[i].ErrorCode != w.errCode || r[i].Token != "user" || r[i].RequestID == "" {
+		if r[i].Operation != w.op || r[i].Reason != w.reason || r[i].ErrorCode != w.errCode || r[i].Token != "user" || r[i].RequestID == "" {
 			t.Errorf("record %d: %+v, want %+v", i, r[i], w)
 		}
 	}

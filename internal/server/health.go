@@ -11,13 +11,12 @@ import (
 
 // handleHealth is GET /v1/health: the engine's selection report.
 func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, s.opts.Engine.Report(r.Context()))
+	writeJSON(w, http.StatusOK, HealthToWire(s.opts.Engine.Report(r.Context())))
 }
 
 // handleBackends is GET /v1/backends.
 func (s *Server) handleBackends(w http.ResponseWriter, r *http.Request) {
-	rep := s.opts.Engine.Report(r.Context())
-	out := v1.Backends{Backends: rep.Candidates}
+	out := v1.Backends{Backends: HealthToWire(s.opts.Engine.Report(r.Context())).Candidates}
 	if out.Backends == nil {
 		out.Backends = []v1.Backend{}
 	}
@@ -44,34 +43,4 @@ func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, v1.Status{OK: true})
-}
-
-// handleOpenAPI is GET /v1/openapi.json.
-func (s *Server) handleOpenAPI(w http.ResponseWriter, r *http.Request) {
-	doc, err := v1.OpenAPI()
-	if err != nil {
-		writeProblem(w, r, v1.NewProblem(err))
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Write(doc)
-}
-
-// handleAudit is GET /v1/audit (admin tokens).
-func (s *Server) handleAudit(w http.ResponseWriter, r *http.Request) {
-	if s.opts.Audit == nil {
-		writeProblem(w, r, v1.ProblemFor(http.StatusNotFound, "audit_disabled", "the audit log is off (set audit.path)"))
-		return
-	}
-	q, err := v1.ParseAuditQuery(r.URL.Query())
-	if err != nil {
-		writeProblem(w, r, v1.NewProblem(err))
-		return
-	}
-	recs, total, err := s.opts.Audit.Query(r.Context(), q)
-	if err != nil {
-		writeProblem(w, r, v1.NewProblem(sandbox.Errorf(sandbox.ErrInternal, "audit_failed", "reading the audit log: %w", err)))
-		return
-	}
-	writeJSON(w, http.StatusOK, v1.Audit{Records: recs, Total: total})
 }

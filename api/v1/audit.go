@@ -5,56 +5,20 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/execbox/execbox/engine"
-	"github.com/execbox/execbox/function"
 	"github.com/execbox/execbox/sandbox"
 )
 
-// Function calls use the function package's wire types unchanged: POST
-// /v1/functions:execute and /v1/functions:lint take a FunctionRequest and
-// answer a FunctionResponse.
-type (
-	FunctionRequest  = function.Request
-	FunctionResponse = function.Response
-	Diagnostic       = function.Diagnostic
-)
+// Operation is what an execution was: a run, a function call, a lint or a
+// tool call. The audit log and the metrics call it "kind" (the JSON field,
+// the query parameter and the metrics label).
+type Operation string
 
-// Ran reports whether a function response code is one of a call whose
-// code ran and failed by itself (it raised, did not parse, timed out, …).
-// Such a call is answered 200 with {"ok": false, "code": …}; every other
-// failure is a problem document with the code's status.
-func Ran(code string) bool { return ranCodes[code] }
-
-var ranCodes = map[string]bool{
-	function.CodeUserError: true, function.CodeSyntaxError: true, function.CodeEntrypointNotFound: true,
-	function.CodeResultInvalid: true, function.CodeResultTooLarge: true, function.CodeTimeout: true,
-	function.CodeMemoryLimit: true, function.CodeOutputInvalid: true, function.CodeResponseInvalid: true,
-}
-
-// Health is GET /v1/health: the engine's selection report.
-type Health = engine.Report
-
-// Backend is one backend in GET /v1/backends.
-type Backend = engine.Candidate
-
-// Backends is GET /v1/backends.
-type Backends struct {
-	Backends []Backend `json:"backends"`
-}
-
-// Status is GET /healthz and GET /readyz.
-type Status struct {
-	OK       bool   `json:"ok"`
-	Draining bool   `json:"draining,omitempty"`
-	Reason   string `json:"reason,omitempty"`
-}
-
-// Audit kinds: what an audit record records.
+// Operations.
 const (
-	KindRun      = "run"
-	KindFunction = "function"
-	KindLint     = "lint"
-	KindTool     = "tool"
+	OpRun      Operation = "run"
+	OpFunction Operation = "function"
+	OpLint     Operation = "lint"
+	OpTool     Operation = "tool"
 )
 
 // AuditRecord is one execution in the audit log (GET /v1/audit).
@@ -64,8 +28,8 @@ type AuditRecord struct {
 	RequestID string    `json:"request_id,omitempty"`
 	// Token is the name of the token that asked ("anonymous" without auth).
 	Token string `json:"token"`
-	// Kind is run, function, lint or tool.
-	Kind      string          `json:"kind"`
+	// Operation is run, function, lint or tool.
+	Operation Operation       `json:"kind"`
 	Backend   string          `json:"backend,omitempty"`
 	Isolation string          `json:"isolation,omitempty"`
 	Limits    *sandbox.Limits `json:"limits,omitempty"`
@@ -92,8 +56,9 @@ type Audit struct {
 
 // AuditQuery filters the audit log; zero fields do not filter.
 type AuditQuery struct {
-	Token     string
-	Kind      string
+	Token string
+	// Operation is the query parameter "kind".
+	Operation Operation
 	ErrorCode string
 	Since     time.Time
 	Until     time.Time
@@ -117,7 +82,7 @@ func (q AuditQuery) Values() url.Values {
 		}
 	}
 	set("token", q.Token)
-	set("kind", q.Kind)
+	set("kind", string(q.Operation))
 	set("error_code", q.ErrorCode)
 	if !q.Since.IsZero() {
 		v.Set("since", q.Since.UTC().Format(time.RFC3339Nano))
@@ -134,7 +99,7 @@ func (q AuditQuery) Values() url.Values {
 // ParseAuditQuery decodes query parameters; an error is ErrInvalid naming
 // the parameter.
 func ParseAuditQuery(v url.Values) (AuditQuery, error) {
-	q := AuditQuery{Token: v.Get("token"), Kind: v.Get("kind"), ErrorCode: v.Get("error_code")}
+	q := AuditQuery{Token: v.Get("token"), Operation: Operation(v.Get("kind")), ErrorCode: v.Get("error_code")}
 	for k := range v {
 		switch k {
 		case "token", "kind", "error_code", "since", "until", "limit":
@@ -158,10 +123,10 @@ func ParseAuditQuery(v url.Values) (AuditQuery, error) {
 			return q, invalid("limit", "%q is not a number from 0 to %d", s, MaxAuditLimit)
 		}
 	}
-	switch q.Kind {
-	case "", KindRun, KindFunction, KindLint, KindTool:
+	switch q.Operation {
+	case "", OpRun, OpFunction, OpLint, OpTool:
 	default:
-		return q, invalid("kind", "%q is not run, function, lint or tool", q.Kind)
+		return q, invalid("kind", "%q is not run, function, lint or tool", q.Operation)
 	}
 	return q, nil
 }
