@@ -11,7 +11,7 @@
 // The package depends on api/v1, the contract's leaf packages (sandbox,
 // errmap) and the standard library only: a program that calls a server
 // does not link the engine, the backends or a YAML decoder
-// (TestDependencies).
+// (internal/deptest).
 //
 // A Client is safe for concurrent use. It holds no state besides its
 // http.Client; its context arguments bound each call (a run's wall limit
