@@ -31,10 +31,10 @@ func (s *Sandbox) Exec(ctx context.Context, p *sandbox.Process) (*sandbox.Result
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	if err := s.guard.Begin(s.id, cancel); err != nil {
+	if err := s.life.Begin(s.id, cancel); err != nil {
 		return nil, err
 	}
-	defer s.guard.Done()
+	defer s.life.Done()
 
 	l := s.spec.Limits
 	wall := p.WallLimit(l)

@@ -36,7 +36,7 @@ type Sandbox struct {
 	enforcement map[string]string
 	last        cgroups.Stats
 
-	guard sandbox.Guard // operations, for Close
+	life sandbox.Lifecycle // operations, for Close
 }
 
 // Create validates spec against the host and makes the sandbox's cgroup,
@@ -160,25 +160,25 @@ func hostBind(m rootfs.Bind, p string) error {
 func (s *Sandbox) ID() string { return s.id }
 
 func (s *Sandbox) WriteFiles(ctx context.Context, files map[string][]byte) error {
-	if err := s.guard.Begin(s.id, nil); err != nil {
+	if err := s.life.Begin(s.id, nil); err != nil {
 		return err
 	}
-	defer s.guard.Done()
+	defer s.life.Done()
 	return s.wd.Write(files)
 }
 
 func (s *Sandbox) Artifacts(ctx context.Context) (sandbox.Artifacts, error) {
-	if err := s.guard.Begin(s.id, nil); err != nil {
+	if err := s.life.Begin(s.id, nil); err != nil {
 		return sandbox.Artifacts{}, err
 	}
-	defer s.guard.Done()
+	defer s.life.Done()
 	return s.wd.Collect(s.spec.Limits.ArtifactFiles, s.spec.Limits.ArtifactBytes)
 }
 
 // Close ends a running Exec and removes the cgroup, the mounts and the
 // sandbox's directory.
 func (s *Sandbox) Close(ctx context.Context) error {
-	if !s.guard.Close() {
+	if !s.life.Close() {
 		return nil
 	}
 	var errs []error

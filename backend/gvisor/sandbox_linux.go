@@ -42,7 +42,7 @@ type Sandbox struct {
 	enforcement map[string]string
 	last        cgroups.Stats // the cgroup's counters after the last Exec
 
-	guard sandbox.Guard // operations, for Close
+	life sandbox.Lifecycle // operations, for Close
 }
 
 func (s *Sandbox) ID() string { return s.id }
@@ -81,18 +81,18 @@ func inodesFor(size int64) int64 {
 }
 
 func (s *Sandbox) WriteFiles(ctx context.Context, files map[string][]byte) error {
-	if err := s.guard.Begin(s.id, nil); err != nil {
+	if err := s.life.Begin(s.id, nil); err != nil {
 		return err
 	}
-	defer s.guard.Done()
+	defer s.life.Done()
 	return s.wd.Write(files)
 }
 
 func (s *Sandbox) Artifacts(ctx context.Context) (sandbox.Artifacts, error) {
-	if err := s.guard.Begin(s.id, nil); err != nil {
+	if err := s.life.Begin(s.id, nil); err != nil {
 		return sandbox.Artifacts{}, err
 	}
-	defer s.guard.Done()
+	defer s.life.Done()
 	return s.wd.Collect(s.spec.Limits.ArtifactFiles, s.spec.Limits.ArtifactBytes)
 }
 
@@ -125,10 +125,10 @@ func (s *Sandbox) Exec(ctx context.Context, p *sandbox.Process) (*sandbox.Result
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	if err := s.guard.Begin(s.id, cancel); err != nil {
+	if err := s.life.Begin(s.id, cancel); err != nil {
 		return nil, err
 	}
-	defer s.guard.Done()
+	defer s.life.Done()
 	if err := s.checkDir(p.Dir); err != nil {
 		return nil, err
 	}
@@ -387,7 +387,7 @@ func (s *Sandbox) applyStats(res *sandbox.Result, killed bool) {
 // Close ends a running Exec and removes the cgroup, the work dir's mount
 // and the sandbox's directory.
 func (s *Sandbox) Close(ctx context.Context) error {
-	if !s.guard.Close() {
+	if !s.life.Close() {
 		return nil
 	}
 	var errs []error

@@ -171,24 +171,24 @@ type Sandbox struct {
 	cred     *syscall.Credential
 	user     *user.User
 
-	guard sandbox.Guard // operations, for Close
+	life sandbox.Lifecycle // operations, for Close
 }
 
 func (s *Sandbox) ID() string { return s.id }
 
 func (s *Sandbox) WriteFiles(ctx context.Context, files map[string][]byte) error {
-	if err := s.guard.Begin(s.id, nil); err != nil {
+	if err := s.life.Begin(s.id, nil); err != nil {
 		return err
 	}
-	defer s.guard.Done()
+	defer s.life.Done()
 	return s.wd.Write(files)
 }
 
 func (s *Sandbox) Artifacts(ctx context.Context) (sandbox.Artifacts, error) {
-	if err := s.guard.Begin(s.id, nil); err != nil {
+	if err := s.life.Begin(s.id, nil); err != nil {
 		return sandbox.Artifacts{}, err
 	}
-	defer s.guard.Done()
+	defer s.life.Done()
 	return s.wd.Collect(s.spec.Limits.ArtifactFiles, s.spec.Limits.ArtifactBytes)
 }
 
@@ -198,10 +198,10 @@ func (s *Sandbox) Exec(ctx context.Context, p *sandbox.Process) (*sandbox.Result
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	if err := s.guard.Begin(s.id, cancel); err != nil {
+	if err := s.life.Begin(s.id, cancel); err != nil {
 		return nil, err
 	}
-	defer s.guard.Done()
+	defer s.life.Done()
 
 	l := s.spec.Limits
 	fixed := map[string]string{"HOME": s.wd.Path, "TMPDIR": s.tmp, "PATH": hostPATH()}
@@ -324,7 +324,7 @@ func isExecutable(p string) bool {
 
 // Close kills a running Exec and removes the work dir and TMPDIR.
 func (s *Sandbox) Close(ctx context.Context) error {
-	if !s.guard.Close() {
+	if !s.life.Close() {
 		return nil
 	}
 	err := s.wd.Remove()

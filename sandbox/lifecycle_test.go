@@ -8,29 +8,29 @@ import (
 	"time"
 )
 
-func TestGuardBeginAfterClose(t *testing.T) {
-	var g Guard
-	if err := g.Begin("sb1", nil); err != nil {
+func TestLifecycleBeginAfterClose(t *testing.T) {
+	var l Lifecycle
+	if err := l.Begin("sb1", nil); err != nil {
 		t.Fatalf("Begin before Close: %v", err)
 	}
-	g.Done()
-	if !g.Close() {
+	l.Done()
+	if !l.Close() {
 		t.Fatal("first Close returned false")
 	}
-	err := g.Begin("sb1", nil)
+	err := l.Begin("sb1", nil)
 	if !errors.Is(err, ErrNotFound) || CodeOf(err) != "sandbox_closed" {
 		t.Fatalf("Begin after Close = %v (code %q); want ErrNotFound sandbox_closed", err, CodeOf(err))
 	}
-	if g.Close() {
+	if l.Close() {
 		t.Fatal("second Close returned true")
 	}
 }
 
-func TestGuardCloseCancelsAndWaits(t *testing.T) {
-	var g Guard
+func TestLifecycleCloseCancelsAndWaits(t *testing.T) {
+	var l Lifecycle
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	if err := g.Begin("sb2", cancel); err != nil {
+	if err := l.Begin("sb2", cancel); err != nil {
 		t.Fatal(err)
 	}
 	var ended atomic.Bool
@@ -38,18 +38,18 @@ func TestGuardCloseCancelsAndWaits(t *testing.T) {
 		<-ctx.Done() // the "Exec" runs until Close cancels it
 		time.Sleep(50 * time.Millisecond)
 		ended.Store(true)
-		g.Done()
+		l.Done()
 	}()
 	// A plain operation (no cancel) registered alongside.
-	if err := g.Begin("sb2", nil); err != nil {
+	if err := l.Begin("sb2", nil); err != nil {
 		t.Fatal(err)
 	}
 	go func() {
 		time.Sleep(20 * time.Millisecond)
-		g.Done()
+		l.Done()
 	}()
 	done := make(chan bool)
-	go func() { done <- g.Close() }()
+	go func() { done <- l.Close() }()
 	select {
 	case first := <-done:
 		if !first {
@@ -64,20 +64,20 @@ func TestGuardCloseCancelsAndWaits(t *testing.T) {
 	if !ended.Load() {
 		t.Fatal("Close returned before the operation called Done")
 	}
-	if g.Close() {
+	if l.Close() {
 		t.Fatal("second Close returned true")
 	}
 }
 
-func TestGuardConcurrentClose(t *testing.T) {
-	var g Guard
+func TestLifecycleConcurrentClose(t *testing.T) {
+	var l Lifecycle
 	results := make(chan bool, 8)
 	for range 8 {
 		go func() {
-			if g.Begin("sb3", nil) == nil {
-				g.Done()
+			if l.Begin("sb3", nil) == nil {
+				l.Done()
 			}
-			results <- g.Close()
+			results <- l.Close()
 		}()
 	}
 	firsts := 0
