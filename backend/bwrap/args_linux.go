@@ -5,7 +5,7 @@ import (
 	"path"
 	"strconv"
 
-	"github.com/execbox/execbox/internal/rootfs"
+	"github.com/execbox/execbox/internal/hostview"
 	"github.com/execbox/execbox/sandbox"
 )
 
@@ -36,7 +36,7 @@ func (s *Sandbox) bwrapArgs(mounts []string) []string {
 	a = append(a,
 		"--die-with-parent", "--new-session", "--as-pid-1",
 		"--uid", fd(sandboxUID), "--gid", fd(sandboxGID), "--cap-drop", "ALL",
-		"--hostname", rootfs.Hostname,
+		"--hostname", hostview.Hostname,
 		"--seccomp", fd(fdSeccomp), "--info-fd", fd(fdInfo), "--block-fd", fd(fdBlock),
 	)
 	// bwrap would make /etc 0700; the generated files' parents are 0755.
@@ -67,7 +67,7 @@ func (s *Sandbox) bwrapArgs(mounts []string) []string {
 		a = append(a, "--symlink", l.Target, l.Path)
 	}
 	a = append(a, "--remount-ro", "/dev")
-	a = append(a, "--bind", s.tmpDir, rootfs.Tmp, "--bind", s.wd.Path, rootfs.WorkDir)
+	a = append(a, "--bind", s.tmpDir, hostview.Tmp, "--bind", s.wd.Path, hostview.WorkDir)
 	for i, m := range v.Mounts {
 		op := "--ro-bind"
 		if m.Writable {

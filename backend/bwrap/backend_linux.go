@@ -15,7 +15,7 @@ import (
 
 	"github.com/execbox/execbox/internal/cgroups"
 	"github.com/execbox/execbox/internal/seccomp"
-	"github.com/execbox/execbox/internal/workroot"
+	"github.com/execbox/execbox/internal/workdir"
 	"github.com/execbox/execbox/sandbox"
 )
 
@@ -127,11 +127,11 @@ func (b *Backend) prepareWorkRoot(e *hostEnv) error {
 	if err := searchable(b.workRoot); err != nil {
 		return err
 	}
-	d, err := workroot.Open(b.workRoot)
+	d, err := workdir.OpenBase(b.workRoot)
 	if err != nil {
 		return err
 	}
-	e.base = d.Base
+	e.base = d.Path
 	return nil
 }
 
@@ -175,17 +175,17 @@ func (b *Backend) Reconcile(ctx context.Context) ([]string, error) {
 		removed = append(removed, r...)
 		errs = append(errs, err)
 	}
-	r, err := workroot.Reconcile(b.workRoot)
+	r, err := workdir.Reconcile(b.workRoot)
 	removed = append(removed, r...)
 	errs = append(errs, err)
 	return removed, errors.Join(errs...)
 }
 
-// removeTree, unmountUnder and mountsUnder are workroot's, for the
+// removeTree, unmountUnder and mountsUnder are workdir's, for the
 // sandbox's teardown and the tests.
-func removeTree(dir string) error              { return workroot.RemoveTree(dir) }
-func unmountUnder(dir string) error            { return workroot.UnmountUnder(dir) }
-func mountsUnder(dir string) ([]string, error) { return workroot.MountsUnder(dir) }
+func removeTree(dir string) error              { return workdir.RemoveTree(dir) }
+func unmountUnder(dir string) error            { return workdir.UnmountUnder(dir) }
+func mountsUnder(dir string) ([]string, error) { return workdir.MountsUnder(dir) }
 
 // enforcement says how each limit is enforced on this host.
 func (e *hostEnv) enforcement() map[string]string {
@@ -289,9 +289,9 @@ func (b *Backend) Close() error {
 	b.envMu.Lock()
 	e := b.env
 	b.envMu.Unlock()
-	d := workroot.Dir{Root: b.workRoot}
+	d := workdir.Base{Root: b.workRoot}
 	if e != nil {
-		d.Base = e.base
+		d.Path = e.base
 	}
 	if err := d.Close(); err != nil {
 		return fmt.Errorf("removing the bwrap work dir: %w", err)

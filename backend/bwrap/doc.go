@@ -1,5 +1,5 @@
 // Package bwrap runs sandboxes with bubblewrap (the bwrap binary), under
-// the same policy as the native backend: the host view of internal/rootfs
+// the same policy as the native backend: the host view of internal/hostview
 // read-only, a size-limited noexec /tmp and work dir, every namespace
 // unshared, uid 65534, no capabilities, execbox's seccomp filter and a
 // cgroup for memory, pids and CPU. Isolation level: process. It needs
@@ -28,7 +28,7 @@
 //	--new-session --as-pid-1 --uid 65534 --gid 65534 --cap-drop ALL
 //	--hostname sandbox --seccomp 6 --info-fd 7 --block-fd 8
 //	--perms 0755 --dir /etc
-//	--ro-bind P P                      each bind of the rootfs.View
+//	--ro-bind P P                      each bind of the hostview.View
 //	--symlink T P                      the merged-/usr links
 //	--perms 0644 --file 9 /etc/passwd  … group, hosts, hostname
 //	--proc /proc

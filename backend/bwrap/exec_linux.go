@@ -18,9 +18,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/execbox/execbox/internal/cgroups"
+	"github.com/execbox/execbox/internal/hostview"
 	"github.com/execbox/execbox/internal/nsinit"
 	"github.com/execbox/execbox/internal/proc"
-	"github.com/execbox/execbox/internal/rootfs"
 	"github.com/execbox/execbox/sandbox"
 )
 
@@ -133,7 +133,7 @@ func (s *Sandbox) applyStats(res *sandbox.Result, killed bool) {
 // initConfig is the init's config for p.
 func (s *Sandbox) initConfig(p *sandbox.Process) *initConfig {
 	l := s.spec.Limits
-	fixed := map[string]string{"HOME": rootfs.WorkDir, "TMPDIR": rootfs.Tmp, "PATH": "/usr/local/bin:/usr/bin:/bin"}
+	fixed := map[string]string{"HOME": hostview.WorkDir, "TMPDIR": hostview.Tmp, "PATH": "/usr/local/bin:/usr/bin:/bin"}
 	cpu := uint64(max(l.CPUTime/time.Second, 1))
 	rl := []nsinit.Rlimit{
 		{Resource: unix.RLIMIT_NOFILE, Cur: uint64(l.NoFile), Max: uint64(l.NoFile)},
@@ -151,7 +151,7 @@ func (s *Sandbox) initConfig(p *sandbox.Process) *initConfig {
 	return &initConfig{
 		Args:    p.Args,
 		Env:     sandbox.BuildEnv(os.Environ(), s.spec.Policy, fixed, s.spec.Env, p.Env),
-		Dir:     path.Join(rootfs.WorkDir, p.Dir),
+		Dir:     path.Join(hostview.WorkDir, p.Dir),
 		Rlimits: rl,
 	}
 }

@@ -48,7 +48,7 @@ echo y > /out/new && echo wrote-rw`)
 }
 
 // Invalid mounts and rootfs lists are refused at Create with ErrInvalid
-// (internal/rootfs, shared with the native backend).
+// (internal/hostview, shared with the native backend).
 func TestMountAndRootFSValidation(t *testing.T) {
 	b := newBackend(t)
 	dir := t.TempDir()

@@ -12,8 +12,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/execbox/execbox/internal/cgroups"
-	"github.com/execbox/execbox/internal/hostfs"
-	"github.com/execbox/execbox/internal/rootfs"
+	"github.com/execbox/execbox/internal/hostview"
+	"github.com/execbox/execbox/internal/workdir"
 	"github.com/execbox/execbox/sandbox"
 )
 
@@ -27,11 +27,11 @@ type Sandbox struct {
 	b           *Backend
 	env         *hostEnv
 	spec        sandbox.Spec
-	view        *rootfs.View
+	view        *hostview.View
 	dir         string // <base>/<id>
 	tmpDir      string // where each Exec's /tmp tmpfs is mounted
 	cg          *cgroups.Cgroup
-	wd          *hostfs.WorkDir
+	wd          *workdir.Dir
 	args        []string // bwrap's arguments, fd numbers included
 	enforcement map[string]string
 	last        cgroups.Stats
@@ -50,7 +50,7 @@ func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (sb sandbox.San
 		return nil, sandbox.Errorf(sandbox.ErrUnavailable, "bwrap_unavailable", "bwrap backend: %w", e.err)
 	}
 	spec.Limits = spec.Limits.WithDefaults(b.defaults)
-	view, err := rootfs.Plan(spec, rootfs.Options{Hidden: []string{b.workRoot}})
+	view, err := hostview.Plan(spec, hostview.Options{Hidden: []string{b.workRoot}})
 	if err != nil {
 		return nil, err
 	}
@@ -77,7 +77,7 @@ func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (sb sandbox.San
 			return nil, sandbox.Errorf(sandbox.ErrInternal, "cgroup_failed", "creating cgroup: %w", err)
 		}
 	}
-	if s.wd, err = hostfs.NewWorkDir(s.dir, sandboxUID, sandboxGID); err != nil {
+	if s.wd, err = workdir.New(s.dir, sandboxUID, sandboxGID); err != nil {
 		return nil, sandbox.Errorf(sandbox.ErrInternal, "workdir_failed", "creating work dir: %w", err)
 	}
 	// The work dir's own size limit: a tmpfs only this sandbox writes,
@@ -125,7 +125,7 @@ func inodesFor(size int64) int64 {
 // bwrap then binds p, whose flags it cannot loosen: bwrap itself has no
 // noexec for binds, and reaching p needs no permission on the source's
 // parents.
-func hostBind(m rootfs.Bind, p string) error {
+func hostBind(m hostview.Bind, p string) error {
 	st, err := os.Stat(m.Source)
 	if err != nil {
 		return err

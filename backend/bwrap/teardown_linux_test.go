@@ -8,7 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/execbox/execbox/internal/rootfs"
+	"github.com/execbox/execbox/internal/hostview"
 	"github.com/execbox/execbox/internal/testutil"
 	"github.com/execbox/execbox/sandbox"
 )
@@ -32,7 +32,7 @@ func TestReconcileRemovesLeftovers(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(src, "keep"), []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := hostBind(rootfs.Bind{Source: src, Target: "/out", Writable: true}, filepath.Join(sbDir, "m0")); err != nil {
+	if err := hostBind(hostview.Bind{Source: src, Target: "/out", Writable: true}, filepath.Join(sbDir, "m0")); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { unmountUnder(dead); os.RemoveAll(dead) })

@@ -15,7 +15,7 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/execbox/execbox/internal/cgroups"
-	"github.com/execbox/execbox/internal/workroot"
+	"github.com/execbox/execbox/internal/workdir"
 	"github.com/execbox/execbox/sandbox"
 )
 
@@ -95,11 +95,11 @@ func (b *Backend) probeEnv() *hostEnv {
 // prepareWorkRoot removes what dead execbox processes left under the work
 // root and makes this process's own directory there.
 func (b *Backend) prepareWorkRoot(e *hostEnv) error {
-	d, err := workroot.Open(b.workRoot)
+	d, err := workdir.OpenBase(b.workRoot)
 	if err != nil {
 		return err
 	}
-	e.base = d.Base
+	e.base = d.Path
 	return nil
 }
 
@@ -116,7 +116,7 @@ func (b *Backend) Reconcile(ctx context.Context) ([]string, error) {
 		errs = append(errs, err)
 		reconcileExtra(e.hier)
 	}
-	r, err := workroot.Reconcile(b.workRoot)
+	r, err := workdir.Reconcile(b.workRoot)
 	removed = append(removed, r...)
 	errs = append(errs, err)
 	return removed, errors.Join(errs...)
@@ -139,7 +139,7 @@ func (b *Backend) Close() error {
 	closed := *e
 	closed.err = errors.New("the backend is closed")
 	b.env = &closed
-	d := workroot.Dir{Root: b.workRoot, Base: e.base}
+	d := workdir.Base{Root: b.workRoot, Path: e.base}
 	if err := d.CloseEmpty(); err != nil {
 		return fmt.Errorf("removing the gvisor backend's work dir (a sandbox is still open?): %w", err)
 	}
@@ -319,5 +319,5 @@ func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (sb sandbox.San
 	return s, nil
 }
 
-// unescapeMount is workroot's, for reading mountinfo in this package.
-func unescapeMount(s string) string { return workroot.UnescapeMount(s) }
+// unescapeMount is workdir's, for reading mountinfo in this package.
+func unescapeMount(s string) string { return workdir.UnescapeMount(s) }

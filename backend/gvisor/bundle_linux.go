@@ -11,14 +11,14 @@ import (
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
-	"github.com/execbox/execbox/internal/rootfs"
+	"github.com/execbox/execbox/internal/hostview"
 	"github.com/execbox/execbox/sandbox"
 )
 
 // ociSpec is the bundle for running p in s.
 func (s *Sandbox) ociSpec(p *sandbox.Process) *specs.Spec {
 	l := s.spec.Limits
-	fixed := map[string]string{"HOME": rootfs.WorkDir, "TMPDIR": rootfs.Tmp, "PATH": "/usr/local/bin:/usr/bin:/bin"}
+	fixed := map[string]string{"HOME": hostview.WorkDir, "TMPDIR": hostview.Tmp, "PATH": "/usr/local/bin:/usr/bin:/bin"}
 	env := sandbox.BuildEnv(os.Environ(), s.spec.Policy, fixed, s.spec.Env, p.Env)
 	cpu := uint64(max(l.CPUTime/time.Second, 1))
 	rl := []specs.POSIXRlimit{
@@ -44,7 +44,7 @@ func (s *Sandbox) ociSpec(p *sandbox.Process) *specs.Spec {
 	}
 	mounts := []specs.Mount{
 		{Destination: "/proc", Type: "proc", Source: "proc", Options: []string{"nosuid", "noexec", "nodev"}},
-		{Destination: rootfs.Tmp, Type: "tmpfs", Source: "tmpfs",
+		{Destination: hostview.Tmp, Type: "tmpfs", Source: "tmpfs",
 			Options: noexec(v.Exec, "nosuid", "mode=1777", "size="+strconv.FormatInt(l.TmpSize, 10))},
 		// gVisor's own /dev/shm is not writable by the program; POSIX
 		// shared memory (Python's multiprocessing) needs it.
@@ -55,7 +55,7 @@ func (s *Sandbox) ociSpec(p *sandbox.Process) *specs.Spec {
 		mounts = append(mounts, specs.Mount{Destination: b.Target, Type: "bind", Source: b.Source,
 			Options: noexec(b.Exec, "rbind", "ro", "nosuid")})
 	}
-	mounts = append(mounts, specs.Mount{Destination: rootfs.WorkDir, Type: "bind", Source: s.wd.Path,
+	mounts = append(mounts, specs.Mount{Destination: hostview.WorkDir, Type: "bind", Source: s.wd.Path,
 		Options: noexec(v.Exec, "rbind", "rw", "nosuid")})
 	for _, m := range v.Mounts {
 		mode := "ro"
@@ -75,13 +75,13 @@ func (s *Sandbox) ociSpec(p *sandbox.Process) *specs.Spec {
 			User:            specs.User{UID: sandboxUID, GID: sandboxGID, AdditionalGids: []uint32{sandboxGID}},
 			Args:            p.Args,
 			Env:             env,
-			Cwd:             path.Join(rootfs.WorkDir, p.Dir),
+			Cwd:             path.Join(hostview.WorkDir, p.Dir),
 			Capabilities:    &specs.LinuxCapabilities{},
 			Rlimits:         rl,
 			NoNewPrivileges: true,
 		},
 		Root:     &specs.Root{Path: "rootfs", Readonly: true},
-		Hostname: rootfs.Hostname,
+		Hostname: hostview.Hostname,
 		Mounts:   mounts,
 		Linux: &specs.Linux{
 			Namespaces: nss,

@@ -8,10 +8,10 @@
 // The bundle's root is a small skeleton directory made per sandbox and
 // marked read-only: mount points, the merged-/usr symlinks and the
 // generated /etc files (passwd, group, hosts, hostname). On top of it is
-// the host view every host-sharing backend uses (internal/rootfs):
+// the host view every host-sharing backend uses (internal/hostview):
 // read-only bind mounts of /usr and a few /etc entries. /tmp and /dev/shm
 // are gVisor tmpfs mounts with a size; /work is the sandbox's work dir
-// (internal/hostfs) on a size-limited host tmpfs, bind-mounted read-write;
+// (internal/workdir) on a size-limited host tmpfs, bind-mounted read-write;
 // /proc, /sys and /dev are gVisor's own. The program runs as uid and gid
 // 65534 with no capabilities, no_new_privs, execbox's seccomp policy
 // (enforced by the sentry, --oci-seccomp), the rlimits nofile, fsize, cpu,

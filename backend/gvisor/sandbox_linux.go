@@ -17,9 +17,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/execbox/execbox/internal/cgroups"
-	"github.com/execbox/execbox/internal/hostfs"
+	"github.com/execbox/execbox/internal/hostview"
 	"github.com/execbox/execbox/internal/proc"
-	"github.com/execbox/execbox/internal/rootfs"
+	"github.com/execbox/execbox/internal/workdir"
 	"github.com/execbox/execbox/sandbox"
 )
 
@@ -33,11 +33,11 @@ type Sandbox struct {
 	b           *Backend
 	env         *hostEnv
 	spec        sandbox.Spec
-	view        *rootfs.View
+	view        *hostview.View
 	dir         string // everything of the sandbox on the host
 	paths       dirs
 	cg          *cgroups.Cgroup // nil without cgroups
-	wd          *hostfs.WorkDir
+	wd          *workdir.Dir
 	mounted     bool // the work dir tmpfs is mounted
 	enforcement map[string]string
 	last        cgroups.Stats // the cgroup's counters after the last Exec
@@ -50,7 +50,7 @@ func (s *Sandbox) ID() string { return s.id }
 // makeWorkDir makes the work dir and mounts a tmpfs of Limits.WorkSize on
 // it, owned by the sandbox user.
 func (s *Sandbox) makeWorkDir() error {
-	wd, err := hostfs.NewWorkDir(s.dir, sandboxUID, sandboxGID)
+	wd, err := workdir.New(s.dir, sandboxUID, sandboxGID)
 	if err != nil {
 		return sandbox.Errorf(sandbox.ErrInternal, "workdir_failed", "creating work dir: %w", err)
 	}

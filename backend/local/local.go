@@ -16,9 +16,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/execbox/execbox/internal/hostfs"
 	"github.com/execbox/execbox/internal/proc"
 	"github.com/execbox/execbox/internal/reexec"
+	"github.com/execbox/execbox/internal/workdir"
 	"github.com/execbox/execbox/sandbox"
 )
 
@@ -111,7 +111,7 @@ func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbo
 		err = os.Chmod(base, 0o711)
 	}
 	if err == nil {
-		s.wd, err = hostfs.NewWorkDir(base, s.uid, s.gid)
+		s.wd, err = workdir.New(base, s.uid, s.gid)
 	}
 	if err != nil {
 		os.RemoveAll(base)
@@ -165,7 +165,7 @@ type Sandbox struct {
 	id       string
 	spec     sandbox.Spec
 	base     string // holds the work dir and tmp
-	wd       *hostfs.WorkDir
+	wd       *workdir.Dir
 	tmp      string
 	uid, gid int
 	cred     *syscall.Credential

@@ -14,11 +14,10 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/execbox/execbox/internal/workdir"
 	"github.com/execbox/execbox/internal/cgroups"
-	"github.com/execbox/execbox/internal/hostfs"
 	"github.com/execbox/execbox/internal/landlock"
 	"github.com/execbox/execbox/internal/seccomp"
-	"github.com/execbox/execbox/internal/workroot"
 	"github.com/execbox/execbox/sandbox"
 )
 
@@ -121,11 +120,11 @@ func isExecutable(p string) bool {
 // prepareWorkRoot removes what dead execbox processes left under the work
 // root and makes this process's own directory there.
 func (b *Backend) prepareWorkRoot(e *hostEnv) error {
-	d, err := workroot.Open(b.workRoot)
+	d, err := workdir.OpenBase(b.workRoot)
 	if err != nil {
 		return err
 	}
-	e.base = d.Base
+	e.base = d.Path
 	e.rootDir = filepath.Join(e.base, ".root")
 	if err := os.Mkdir(e.rootDir, 0o700); err != nil {
 		return fmt.Errorf("creating root mount point: %w", err)
@@ -145,7 +144,7 @@ func (b *Backend) Reconcile(ctx context.Context) ([]string, error) {
 		removed = append(removed, r...)
 		errs = append(errs, err)
 	}
-	r, err := workroot.Reconcile(b.workRoot)
+	r, err := workdir.Reconcile(b.workRoot)
 	removed = append(removed, r...)
 	errs = append(errs, err)
 	return removed, errors.Join(errs...)
@@ -313,7 +312,7 @@ func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (sb sandbox.San
 		s.cg = cg
 		undo = append(undo, func() { cg.Close() })
 	}
-	wd, err := hostfs.NewWorkDir(e.base, e.hostUID, e.hostGID)
+	wd, err := workdir.New(e.base, e.hostUID, e.hostGID)
 	if err != nil {
 		return nil, sandbox.Errorf(sandbox.ErrInternal, "workdir_failed", "creating work dir: %w", err)
 	}
@@ -342,9 +341,9 @@ func inodesFor(size int64) int64 {
 // backend's directory when nothing else is left in it. Every sandbox must
 // be closed first (the engine closes backends at shutdown).
 func (b *Backend) Close() error {
-	d := workroot.Dir{Root: b.workRoot}
+	d := workdir.Base{Root: b.workRoot}
 	if b.env != nil {
-		d.Base = b.env.base
+		d.Path = b.env.base
 	}
 	if err := d.Close(); err != nil {
 		return fmt.Errorf("removing the native work dir: %w", err)

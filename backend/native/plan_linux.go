@@ -1,22 +1,22 @@
 package native
 
 import (
+	"github.com/execbox/execbox/internal/hostview"
 	"github.com/execbox/execbox/internal/nsinit"
-	"github.com/execbox/execbox/internal/rootfs"
 	"github.com/execbox/execbox/sandbox"
 )
 
 // DefaultRootFS is the root every sandbox gets unless native.rootfs or
-// Policy.RootFS says otherwise (see rootfs.DefaultRootFS).
-var DefaultRootFS = rootfs.DefaultRootFS
+// Policy.RootFS says otherwise (see hostview.DefaultRootFS).
+var DefaultRootFS = hostview.DefaultRootFS
 
 const (
-	hostname = rootfs.Hostname
-	workDir  = rootfs.WorkDir
+	hostname = hostview.Hostname
+	workDir  = hostview.WorkDir
 )
 
 // plan is the part of every init config fixed at Create: the host view
-// from internal/rootfs in the init's terms.
+// from internal/hostview in the init's terms.
 type plan struct {
 	binds    []nsinit.Bind
 	symlinks []nsinit.Symlink
@@ -30,7 +30,7 @@ type plan struct {
 
 // plan checks the rootfs list and extra mounts against the host.
 func (b *Backend) plan(spec sandbox.Spec, e *hostEnv) (*plan, error) {
-	v, err := rootfs.Plan(spec, rootfs.Options{RootFS: b.cfg.RootFS, Hidden: []string{b.workRoot}, TmpExec: b.cfg.TmpExec})
+	v, err := hostview.Plan(spec, hostview.Options{RootFS: b.cfg.RootFS, Hidden: []string{b.workRoot}, TmpExec: b.cfg.TmpExec})
 	if err != nil {
 		return nil, err
 	}
@@ -53,9 +53,9 @@ func (b *Backend) plan(spec sandbox.Spec, e *hostEnv) (*plan, error) {
 	return pl, nil
 }
 
-func initBind(b rootfs.Bind) nsinit.Bind {
+func initBind(b hostview.Bind) nsinit.Bind {
 	return nsinit.Bind{Source: b.Source, Target: b.Target, Writable: b.Writable, Exec: b.Exec}
 }
 
 // expandDefault resolves the globs of DefaultRootFS.
-func expandDefault() []string { return rootfs.ExpandDefault() }
+func expandDefault() []string { return hostview.ExpandDefault() }

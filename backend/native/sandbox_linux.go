@@ -13,8 +13,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/execbox/execbox/internal/workdir"
 	"github.com/execbox/execbox/internal/cgroups"
-	"github.com/execbox/execbox/internal/hostfs"
 	"github.com/execbox/execbox/internal/nsinit"
 	"github.com/execbox/execbox/internal/proc"
 	"github.com/execbox/execbox/sandbox"
@@ -30,7 +30,7 @@ type Sandbox struct {
 	spec        sandbox.Spec
 	plan        *plan
 	cg          *cgroups.Cgroup // nil without cgroups
-	wd          *hostfs.WorkDir
+	wd          *workdir.Dir
 	mounted     bool // the work dir tmpfs is mounted
 	enforcement map[string]string
 	last        cgroups.Stats // the cgroup's counters after the last Exec

@@ -1,4 +1,4 @@
-package rootfs
+package hostview
 
 import (
 	"io/fs"

@@ -1,4 +1,4 @@
-// Package rootfs decides a sandbox's view of the host, independently of
+// Package hostview decides a sandbox's view of the host, independently of
 // the technology that builds it: which host paths form the read-only root,
 // which files are generated, which device nodes exist, which extra mounts
 // the caller asked for and which paths the program may write. The native
@@ -27,4 +27,4 @@
 //
 // Plan only reads the host file system and package-level values; it is
 // safe to call from many goroutines. A View is immutable by convention.
-package rootfs
+package hostview

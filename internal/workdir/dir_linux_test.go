@@ -1,4 +1,4 @@
-package hostfs
+package workdir
 
 import (
 	"errors"
@@ -13,9 +13,9 @@ import (
 	"github.com/execbox/execbox/sandbox"
 )
 
-func newWD(t *testing.T) *WorkDir {
+func newWD(t *testing.T) *Dir {
 	t.Helper()
-	w, err := NewWorkDir(t.TempDir(), os.Getuid(), os.Getgid())
+	w, err := New(t.TempDir(), os.Getuid(), os.Getgid())
 	if err != nil {
 		t.Fatal(err)
 	}

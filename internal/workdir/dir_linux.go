@@ -1,4 +1,4 @@
-package hostfs
+package workdir
 
 import (
 	"errors"
@@ -23,8 +23,9 @@ const (
 	maxDepth   = 64
 )
 
-// WorkDir is a sandbox's private directory on the host.
-type WorkDir struct {
+// Dir is a sandbox's work dir: its private directory on the host, /work
+// inside.
+type Dir struct {
 	Path     string
 	uid, gid int
 	snap     map[string]fileKey
@@ -36,9 +37,9 @@ type fileKey struct {
 	mtime, ctim unix.Timespec
 }
 
-// NewWorkDir creates a fresh private directory under root, owned by uid:gid
-// with mode 0700. root is created (0711) if missing.
-func NewWorkDir(root string, uid, gid int) (*WorkDir, error) {
+// New creates a fresh work dir under root, owned by uid:gid with mode
+// 0700. root is created (0711) if missing.
+func New(root string, uid, gid int) (*Dir, error) {
 	if err := os.MkdirAll(root, 0o711); err != nil {
 		return nil, fmt.Errorf("creating work root: %w", err)
 	}
@@ -46,7 +47,7 @@ func NewWorkDir(root string, uid, gid int) (*WorkDir, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating work dir: %w", err)
 	}
-	w := &WorkDir{Path: dir, uid: uid, gid: gid, snap: map[string]fileKey{}}
+	w := &Dir{Path: dir, uid: uid, gid: gid, snap: map[string]fileKey{}}
 	if err := os.Chown(dir, uid, gid); err != nil {
 		os.Remove(dir)
 		return nil, fmt.Errorf("chowning work dir: %w", err)
@@ -61,7 +62,7 @@ func NewWorkDir(root string, uid, gid int) (*WorkDir, error) {
 // time from directory fds, so no symlink is ever followed, not even one
 // planted between the check and the write. Afterwards the current state is
 // the baseline for Collect.
-func (w *WorkDir) Write(files map[string][]byte) error {
+func (w *Dir) Write(files map[string][]byte) error {
 	paths := make([]string, 0, len(files))
 	for p := range files {
 		if err := sandbox.CheckPath(p); err != nil {
@@ -137,7 +138,7 @@ func check(root int, p string) error {
 	return nil
 }
 
-func (w *WorkDir) writeOne(root int, p string, data []byte) error {
+func (w *Dir) writeOne(root int, p string, data []byte) error {
 	parts := strings.Split(p, "/")
 	dir, err := unix.Dup(root)
 	if err != nil {
@@ -186,7 +187,7 @@ func (w *WorkDir) writeOne(root int, p string, data []byte) error {
 
 // Snapshot records the current files as the baseline: Collect returns only
 // what differs from it.
-func (w *WorkDir) Snapshot() error {
+func (w *Dir) Snapshot() error {
 	snap := map[string]fileKey{}
 	err := w.walk(func(rel string, st *unix.Stat_t, _ int) {
 		if st.Mode&unix.S_IFMT == unix.S_IFREG {
@@ -203,7 +204,7 @@ func (w *WorkDir) Snapshot() error {
 // Collect returns the regular files created or changed since the baseline,
 // in path order, within maxFiles and maxBytes; everything else that is new
 // (symlinks, devices, fifos, files over a bound) is listed in Skipped.
-func (w *WorkDir) Collect(maxFiles int, maxBytes int64) (sandbox.Artifacts, error) {
+func (w *Dir) Collect(maxFiles int, maxBytes int64) (sandbox.Artifacts, error) {
 	var out sandbox.Artifacts
 	var total int64
 	var readErr error
@@ -266,7 +267,7 @@ func readAt(dirfd int, name string, size int64) ([]byte, error) {
 
 // walk visits every entry below the work dir in sorted order without
 // following symlinks. visit gets the entry's lstat and its parent dir fd.
-func (w *WorkDir) walk(visit func(rel string, st *unix.Stat_t, dirfd int), skip func(rel, why string)) error {
+func (w *Dir) walk(visit func(rel string, st *unix.Stat_t, dirfd int), skip func(rel, why string)) error {
 	root, err := w.open()
 	if err != nil {
 		return err
@@ -321,7 +322,7 @@ func (w *WorkDir) walk(visit func(rel string, st *unix.Stat_t, dirfd int), skip 
 
 // Remove deletes the work dir and everything in it, also entries the program
 // made unreadable to us by chmod.
-func (w *WorkDir) Remove() error {
+func (w *Dir) Remove() error {
 	err := os.RemoveAll(w.Path)
 	if err == nil || errors.Is(err, fs.ErrNotExist) {
 		return nil
@@ -351,7 +352,7 @@ func fsWalkChmod(dir string) error {
 	return nil
 }
 
-func (w *WorkDir) open() (int, error) {
+func (w *Dir) open() (int, error) {
 	fd, err := unix.Open(w.Path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return -1, fmt.Errorf("opening work dir: %w", err)

@@ -1,4 +1,4 @@
-package workroot
+package workdir
 
 import (
 	"fmt"
@@ -18,7 +18,7 @@ import (
 // work root here: then a missing prerequisite fails instead of skipping.
 func required() bool {
 	for _, f := range strings.FieldsFunc(os.Getenv("EXECBOX_REQUIRE"), func(r rune) bool { return r == ',' || r == ' ' }) {
-		if f == "native" || f == "bwrap" || f == "gvisor" || f == "workroot" {
+		if f == "native" || f == "bwrap" || f == "gvisor" || f == "workdir" {
 			return true
 		}
 	}
@@ -37,7 +37,7 @@ func needRoot(t *testing.T) {
 }
 
 // lockedEnv makes the test binary act as the child of TestRemoveTreeRefuses.
-const lockedEnv = "WORKROOT_TEST_REMOVE_LOCKED"
+const lockedEnv = "WORKDIR_TEST_REMOVE_LOCKED"
 
 func TestMain(m *testing.M) {
 	if dir := os.Getenv(lockedEnv); dir != "" {
@@ -99,20 +99,20 @@ func bindWithFile(t *testing.T, target string) string {
 	return keep
 }
 
-// Bases of dead processes (and of this PID with no live Dir) are removed,
+// Bases of dead processes (and of this PID with no live Base) are removed,
 // their tmpfs and bind detached first and the bind's source kept; bases of
-// live processes, the open Dir's own and other names are kept.
+// live processes, the open Base's own and other names are kept.
 func TestReconcile(t *testing.T) {
 	needRoot(t)
 	root := filepath.Join(t.TempDir(), "work")
-	d, err := Open(root)
+	d, err := OpenBase(root)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { d.Close() })
-	st, err := os.Stat(d.Base)
+	st, err := os.Stat(d.Path)
 	if err != nil || st.Mode().Perm() != 0o711 || !st.IsDir() {
-		t.Fatalf("own base %s: %v, %v; want a 0711 directory", d.Base, st.Mode(), err)
+		t.Fatalf("own base %s: %v, %v; want a 0711 directory", d.Path, st.Mode(), err)
 	}
 	if st, _ := os.Stat(root); st.Mode().Perm() != 0o711 {
 		t.Fatalf("work root mode %v, want 0711", st.Mode())
@@ -160,7 +160,7 @@ func TestReconcile(t *testing.T) {
 	if _, err := os.Stat(keep); err != nil {
 		t.Fatalf("the bind's source lost its file: %v", err)
 	}
-	for _, p := range []string{d.Base, live} {
+	for _, p := range []string{d.Path, live} {
 		if _, err := os.Stat(p); err != nil {
 			t.Fatalf("live base %s was removed: %v", p, err)
 		}
@@ -213,11 +213,11 @@ func TestRemoveTreeRefusesWhileMounted(t *testing.T) {
 func TestClose(t *testing.T) {
 	parent := t.TempDir()
 	root := filepath.Join(parent, "work")
-	d, err := Open(root)
+	d, err := OpenBase(root)
 	if err != nil {
 		t.Fatal(err)
 	}
-	mkdir(t, filepath.Join(d.Base, "sb"))
+	mkdir(t, filepath.Join(d.Path, "sb"))
 	if err := d.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -225,7 +225,7 @@ func TestClose(t *testing.T) {
 		t.Fatalf("empty work root still there: %v", err)
 	}
 
-	d, err = Open(root)
+	d, err = OpenBase(root)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,7 +234,7 @@ func TestClose(t *testing.T) {
 	if err := d.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(d.Base); !os.IsNotExist(err) {
+	if _, err := os.Stat(d.Path); !os.IsNotExist(err) {
 		t.Fatalf("own base still there: %v", err)
 	}
 	if _, err := os.Stat(other); err != nil {
@@ -246,11 +246,11 @@ func TestClose(t *testing.T) {
 // stays live (Reconcile keeps it); once empty, it is removed.
 func TestCloseEmpty(t *testing.T) {
 	root := filepath.Join(t.TempDir(), "work")
-	d, err := Open(root)
+	d, err := OpenBase(root)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sb := filepath.Join(d.Base, "sb")
+	sb := filepath.Join(d.Path, "sb")
 	mkdir(t, sb)
 	if err := d.CloseEmpty(); err == nil {
 		t.Fatal("CloseEmpty with a sandbox dir left: no error")
