@@ -59,7 +59,7 @@ func TestMountAndRootFSValidation(t *testing.T) {
 		{"mount_target_work", sandbox.Policy{Mounts: []sandbox.Mount{{Source: dir, Target: "/work/x"}}}, "mount_invalid"},
 		{"mount_target_root", sandbox.Policy{Mounts: []sandbox.Mount{{Source: dir, Target: "/"}}}, "mount_invalid"},
 		{"mount_source_run", sandbox.Policy{Mounts: []sandbox.Mount{{Source: "/run", Target: "/x"}}}, "mount_invalid"},
-		{"mount_source_workroot", sandbox.Policy{Mounts: []sandbox.Mount{{Source: filepath.Dir(b.workRoot), Target: "/x"}}}, "mount_invalid"},
+		{"mount_source_workroot", sandbox.Policy{Mounts: []sandbox.Mount{{Source: filepath.Dir(b.WorkRoot()), Target: "/x"}}}, "mount_invalid"},
 		{"mount_source_dev", sandbox.Policy{Mounts: []sandbox.Mount{{Source: "/dev/null", Target: "/x"}}}, "mount_invalid"},
 		{"rootfs_slash", sandbox.Policy{RootFS: []string{"/usr", "/"}}, "rootfs_invalid"},
 		{"rootfs_proc", sandbox.Policy{RootFS: []string{"/usr", "/proc"}}, "rootfs_invalid"},

@@ -3,8 +3,8 @@ package native
 import (
 	"fmt"
 	"path/filepath"
-	"sync"
 
+	"github.com/execbox/execbox/backend/internal/hostbase"
 	"github.com/execbox/execbox/sandbox"
 )
 
@@ -41,29 +41,12 @@ func (c *Config) Validate() error {
 	return nil
 }
 
-// Backend runs sandboxes in fresh Linux namespaces with cgroup limits,
-// seccomp and Landlock. It is safe for concurrent use.
-type Backend struct {
-	cfg      Config
-	workRoot string // this backend's directory under Settings.WorkRoot
-	defaults sandbox.Limits
-
-	envOnce sync.Once
-	env     *hostEnv // facts about the host, probed once (Linux)
-
-	healthMu sync.Mutex
-	health   *sandbox.Health
-}
-
 // New returns the native backend for settings s. It only records the
 // settings; the host is looked at on first use.
 func New(s sandbox.Settings) (sandbox.Backend, error) {
-	cfg := sandbox.ConfigOf(s, DefaultConfig)
-	if err := cfg.Validate(); err != nil {
-		return nil, sandbox.Errorf(sandbox.ErrInvalid, "config_invalid", "%w", err)
+	cfg, err := hostbase.Configure(s, DefaultConfig)
+	if err != nil {
+		return nil, err
 	}
-	return &Backend{cfg: *cfg, workRoot: filepath.Join(s.Root(), Name), defaults: s.DefaultLimits()}, nil
+	return build(*cfg, s), nil
 }
-
-// Name is "native".
-func (b *Backend) Name() string { return Name }

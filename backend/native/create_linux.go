@@ -1,6 +1,9 @@
 package native
 
 import (
+	"context"
+
+	"github.com/execbox/execbox/backend/internal/hostbase"
 	"github.com/execbox/execbox/internal/hostview"
 	"github.com/execbox/execbox/internal/nsinit"
 	"github.com/execbox/execbox/sandbox"
@@ -10,10 +13,34 @@ import (
 // Policy.RootFS says otherwise (see hostview.DefaultRootFS).
 var DefaultRootFS = hostview.DefaultRootFS
 
-const (
-	hostname = hostview.Hostname
-	workDir  = hostview.WorkDir
-)
+// Sandbox is one native sandbox: hostbase's cgroup and work dir, and the
+// plan of its file system. Every Exec starts a fresh init in fresh
+// namespaces; the work dir (and the cgroup's limits) carry over between
+// them, /tmp does not.
+type Sandbox struct {
+	*hostbase.Sandbox
+	host *host
+	plan *plan
+}
+
+// Create checks spec against the host and makes the sandbox's cgroup and
+// work dir (a size-limited tmpfs as root).
+func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
+	h, spec, err := b.Admit(spec)
+	if err != nil {
+		return nil, err
+	}
+	pl, err := b.plan(spec)
+	if err != nil {
+		return nil, err
+	}
+	// exec rights on /work are the init's bind mount's to give.
+	s, err := b.NewSandbox(h, spec, false)
+	if err != nil {
+		return nil, err
+	}
+	return &Sandbox{Sandbox: s, host: h, plan: pl}, nil
+}
 
 // plan is the part of every init config fixed at Create: the host view
 // from internal/hostview in the init's terms.
@@ -29,8 +56,8 @@ type plan struct {
 }
 
 // plan checks the rootfs list and extra mounts against the host.
-func (b *Backend) plan(spec sandbox.Spec, e *hostEnv) (*plan, error) {
-	v, err := hostview.Plan(spec, hostview.Options{RootFS: b.cfg.RootFS, Hidden: []string{b.workRoot}, TmpExec: b.cfg.TmpExec})
+func (b *Backend) plan(spec sandbox.Spec) (*plan, error) {
+	v, err := hostview.Plan(spec, hostview.Options{RootFS: b.cfg.RootFS, Hidden: []string{b.WorkRoot()}, TmpExec: b.cfg.TmpExec})
 	if err != nil {
 		return nil, err
 	}
@@ -41,12 +68,8 @@ func (b *Backend) plan(spec sandbox.Spec, e *hostEnv) (*plan, error) {
 	for _, m := range v.Mounts {
 		pl.mounts = append(pl.mounts, initBind(m))
 	}
-	for _, l := range v.Symlinks {
-		pl.symlinks = append(pl.symlinks, nsinit.Symlink{Path: l.Path, Target: l.Target})
-	}
-	for _, l := range v.DevLinks {
-		pl.devLinks = append(pl.devLinks, nsinit.Symlink{Path: l.Path, Target: l.Target})
-	}
+	pl.symlinks = initLinks(v.Symlinks)
+	pl.devLinks = initLinks(v.DevLinks)
 	for _, f := range v.Files {
 		pl.files = append(pl.files, nsinit.File{Path: f.Path, Data: f.Data, Mode: f.Mode})
 	}
@@ -55,6 +78,14 @@ func (b *Backend) plan(spec sandbox.Spec, e *hostEnv) (*plan, error) {
 
 func initBind(b hostview.Bind) nsinit.Bind {
 	return nsinit.Bind{Source: b.Source, Target: b.Target, Writable: b.Writable, Exec: b.Exec}
+}
+
+func initLinks(ls []hostview.Symlink) []nsinit.Symlink {
+	var out []nsinit.Symlink
+	for _, l := range ls {
+		out = append(out, nsinit.Symlink{Path: l.Path, Target: l.Target})
+	}
+	return out
 }
 
 // expandDefault resolves the globs of DefaultRootFS.
