@@ -2,9 +2,8 @@ package bwrap
 
 import (
 	"errors"
-	"path/filepath"
-	"sync"
 
+	"github.com/execbox/execbox/backend/internal/hostbase"
 	"github.com/execbox/execbox/sandbox"
 )
 
@@ -33,29 +32,12 @@ func (c *Config) Validate() error {
 	return nil
 }
 
-// Backend runs sandboxes with bubblewrap under execbox's cgroups and
-// seccomp policy. It is safe for concurrent use.
-type Backend struct {
-	cfg      Config
-	workRoot string // this backend's directory under Settings.WorkRoot
-	defaults sandbox.Limits
-
-	envMu sync.Mutex
-	env   *hostEnv // facts about the host
-
-	healthMu sync.Mutex
-	health   *cachedHealth
-}
-
 // New returns the bwrap backend for settings s. It only records the
 // settings; the host is looked at on first use.
 func New(s sandbox.Settings) (sandbox.Backend, error) {
-	cfg := sandbox.ConfigOf(s, DefaultConfig)
-	if err := cfg.Validate(); err != nil {
-		return nil, sandbox.Errorf(sandbox.ErrInvalid, "config_invalid", "%w", err)
+	cfg, err := hostbase.Configure(s, DefaultConfig)
+	if err != nil {
+		return nil, err
 	}
-	return &Backend{cfg: *cfg, workRoot: filepath.Join(s.Root(), Name), defaults: s.DefaultLimits()}, nil
+	return build(*cfg, s), nil
 }
-
-// Name is "bwrap".
-func (b *Backend) Name() string { return Name }

@@ -9,7 +9,7 @@ import (
 
 func TestConformance(t *testing.T) {
 	b := newBackend(t)
-	sandboxtest.Run(t, b, sandboxtest.WithWorkRoot(b.workRoot))
+	sandboxtest.Run(t, b, sandboxtest.WithWorkRoot(b.WorkRoot()))
 }
 
 // The backend registers itself, and a backend built through the registry

@@ -139,9 +139,7 @@ func TestHealthCached(t *testing.T) {
 	if !h1.CheckedAt.Equal(h2.CheckedAt) {
 		t.Fatalf("a second Health within the TTL probed again: %v, %v", h1.CheckedAt, h2.CheckedAt)
 	}
-	b.healthMu.Lock()
-	b.health.until = time.Now().Add(-time.Second)
-	b.healthMu.Unlock()
+	b.Expire()
 	if h3 := b.Health(t.Context()); !h3.CheckedAt.After(h1.CheckedAt) || !h3.Available {
 		t.Fatalf("after the TTL: %+v (first probe at %v)", h3, h1.CheckedAt)
 	}

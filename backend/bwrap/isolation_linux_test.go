@@ -18,7 +18,7 @@ import (
 func TestSeed004Checks(t *testing.T) {
 	b := newBackend(t)
 	testutil.Seed004(t, b, testutil.Seed004Opts{
-		WorkDir:     func(sb sandbox.Sandbox) string { return sb.(*Sandbox).wd.Path },
+		WorkDir:     func(sb sandbox.Sandbox) string { return sb.(*Sandbox).Work.Path },
 		WritePaths:  []string{"/x", "/etc/x", "/usr/x", "/bin/x", "/dev/x", "/proc/x", "/etc/passwd"},
 		AppendPaths: []string{"/usr/bin/true", "/etc/passwd"},
 		MoreWrites:  `chmod 777 / 2>/dev/null && echo "chmod /"`,

@@ -17,8 +17,8 @@ import (
 // backend has no cgroups.
 func requireCgroups(t *testing.T, b *Backend) {
 	t.Helper()
-	if b.hostEnv().cg == nil {
-		testutil.SkipOrFail(t, Name, "no usable cgroups: %s", b.hostEnv().cgInfo)
+	if b.Host().Cgroups == nil {
+		testutil.SkipOrFail(t, Name, "no usable cgroups: %s", b.Host().CgroupInfo)
 	}
 }
 

@@ -61,7 +61,7 @@ func TestMountAndRootFSValidation(t *testing.T) {
 	}{
 		{"mount_symlink_source", sandbox.Policy{Mounts: []sandbox.Mount{{Source: link, Target: "/x"}}}, "mount_invalid"},
 		{"mount_target_work", sandbox.Policy{Mounts: []sandbox.Mount{{Source: dir, Target: "/work/x"}}}, "mount_invalid"},
-		{"mount_source_workroot", sandbox.Policy{Mounts: []sandbox.Mount{{Source: b.workRoot, Target: "/x"}}}, "mount_invalid"},
+		{"mount_source_workroot", sandbox.Policy{Mounts: []sandbox.Mount{{Source: b.WorkRoot(), Target: "/x"}}}, "mount_invalid"},
 		{"rootfs_proc", sandbox.Policy{RootFS: []string{"/usr", "/proc"}}, "rootfs_invalid"},
 		{"rootfs_missing", sandbox.Policy{RootFS: []string{"/usr", "/does/not/exist"}}, "rootfs_invalid"},
 	} {

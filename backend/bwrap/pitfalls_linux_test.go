@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/execbox/execbox/backend/internal/hostbase"
+	"github.com/execbox/execbox/internal/reexec"
 	"github.com/execbox/execbox/internal/testutil"
 	"github.com/execbox/execbox/sandbox"
 )
@@ -38,7 +40,7 @@ func rawBwrap(t *testing.T, asRoot bool, extra []*os.File, script string) string
 	cmd := exec.Command(bw, args...)
 	cmd.ExtraFiles = extra
 	if !asRoot {
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: sandboxUID, Gid: sandboxGID, Groups: []uint32{}}}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: hostbase.UID, Gid: hostbase.GID, Groups: []uint32{}}}
 	}
 	out, err := cmd.CombinedOutput()
 	if err != nil {
@@ -99,7 +101,7 @@ func whileRunning(t *testing.T, b *Backend, f func(bwrap, init, program hostProc
 			switch {
 			case strings.HasPrefix(p.cmdline, "bwrap "):
 				bw = p
-			case strings.Contains(p.cmdline, initMarker):
+			case strings.Contains(p.cmdline, reexec.Arg0(initEntry)):
 				in = p
 			case p.cmdline == "/bin/sleep "+marker+" ":
 				pr = p

@@ -46,6 +46,23 @@ func (b *Backend[F]) probeHealth(ctx context.Context, h *Host[F]) (ok, ready boo
 	return true, true, b.opts.Ready(h, time.Since(start))
 }
 
+// Expire makes the kept Health answer, and the host probe if it found the
+// host unusable, as old as TTL: the next use probes again. For tests of
+// the TTL rule.
+func (b *Backend[F]) Expire() {
+	old := time.Now().Add(-b.opts.TTL - time.Second)
+	b.healthMu.Lock()
+	if b.health != nil {
+		b.health.CheckedAt = old
+	}
+	b.healthMu.Unlock()
+	b.mu.Lock()
+	if b.host != nil {
+		b.host.at = old
+	}
+	b.mu.Unlock()
+}
+
 func copyHealth(h sandbox.Health) sandbox.Health {
 	h.Details = maps.Clone(h.Details)
 	return h
