@@ -29,7 +29,7 @@ func BenchmarkPython(b *testing.B) {
 	args := []string{"/usr/bin/python3", "-I", "-S", "-c", "pass"}
 	p := &sandbox.Process{Args: args}
 	live := testutil.Create(b, gb, sandbox.Spec{})
-	r := gb.hostEnv().runsc
+	r := gb.Host().Own.runsc
 	doRoot := b.TempDir()
 	variants := []struct {
 		name string

@@ -14,7 +14,7 @@ const leakRuns = 50
 func TestConformance(t *testing.T) {
 	b := newBackend(t)
 	sandboxtest.Run(t, b,
-		sandboxtest.WithWorkRoot(b.workRoot, b.hostEnv().base),
+		sandboxtest.WithWorkRoot(b.WorkRoot(), b.Host().Base),
 		sandboxtest.WithLeakRuns(leakRuns),
 		sandboxtest.Skip("gVisor keeps a FIFO made inside the sandbox in the sentry's memory, never on the host, "+
 			"so the artifact collector cannot see it to list it (TestFIFOStaysInside shows nothing blocks or leaks)",

@@ -2,10 +2,8 @@ package gvisor
 
 import (
 	"errors"
-	"path/filepath"
-	"sync"
-	"time"
 
+	"github.com/execbox/execbox/backend/internal/hostbase"
 	"github.com/execbox/execbox/sandbox"
 )
 
@@ -34,39 +32,12 @@ func (c *Config) Validate() error {
 	return nil
 }
 
-// healthTTL is how long a probe's answer is reused.
-const healthTTL = time.Minute
-
-// Backend runs each Exec in a fresh gVisor sandbox. It is safe for
-// concurrent use.
-type Backend struct {
-	cfg      Config
-	workRoot string // this backend's directory under Settings.WorkRoot
-	hidden   []string
-	defaults sandbox.Limits
-
-	envMu  sync.Mutex
-	env    *hostEnv // facts about the host (Linux); probed again only while runsc is missing
-	closed bool
-
-	healthMu sync.Mutex
-	health   *sandbox.Health
-}
-
 // New returns the gvisor backend for settings s. It only records the
 // settings; the host is looked at on first use.
 func New(s sandbox.Settings) (sandbox.Backend, error) {
-	cfg := sandbox.ConfigOf(s, DefaultConfig)
-	if err := cfg.Validate(); err != nil {
-		return nil, sandbox.Errorf(sandbox.ErrInvalid, "config_invalid", "%w", err)
+	cfg, err := hostbase.Configure(s, DefaultConfig)
+	if err != nil {
+		return nil, err
 	}
-	return &Backend{
-		cfg:      *cfg,
-		workRoot: filepath.Join(s.Root(), Name),
-		hidden:   []string{s.Root()},
-		defaults: s.DefaultLimits(),
-	}, nil
+	return build(*cfg, s), nil
 }
-
-// Name is "gvisor".
-func (b *Backend) Name() string { return Name }

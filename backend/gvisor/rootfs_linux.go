@@ -9,14 +9,7 @@ import (
 	"strings"
 
 	"github.com/execbox/execbox/internal/hostview"
-	"github.com/execbox/execbox/sandbox"
 )
-
-// view is the sandbox's host view: the policy every host-sharing backend
-// uses, with execbox's work roots hidden.
-func (b *Backend) view(spec sandbox.Spec) (*hostview.View, error) {
-	return hostview.Plan(spec, hostview.Options{Hidden: b.hidden})
-}
 
 // buildRoot makes the bundle's root: a skeleton with the mount points of
 // the view's binds, its symlinks and its generated files, and directories

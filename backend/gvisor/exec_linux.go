@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -17,118 +16,17 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/execbox/execbox/internal/cgroups"
-	"github.com/execbox/execbox/internal/hostview"
 	"github.com/execbox/execbox/internal/proc"
-	"github.com/execbox/execbox/internal/workdir"
 	"github.com/execbox/execbox/sandbox"
 )
 
-// Sandbox is one gVisor sandbox: a directory with the bundle, runsc's
-// state and the work dir, and a cgroup. Every Exec starts a fresh gVisor
-// sandbox (runsc run) from the bundle; the work dir and the cgroup carry
-// over between them, /tmp does not.
-type Sandbox struct {
-	id          string
-	cid         string // runsc's container id
-	b           *Backend
-	env         *hostEnv
-	spec        sandbox.Spec
-	view        *hostview.View
-	dir         string // everything of the sandbox on the host
-	paths       dirs
-	cg          *cgroups.Cgroup // nil without cgroups
-	wd          *workdir.Dir
-	mounted     bool // the work dir tmpfs is mounted
-	enforcement map[string]string
-	last        cgroups.Stats // the cgroup's counters after the last Exec
-
-	life sandbox.Lifecycle // operations, for Close
-}
-
-func (s *Sandbox) ID() string { return s.id }
-
-// makeWorkDir makes the work dir and mounts a tmpfs of Limits.WorkSize on
-// it, owned by the sandbox user.
-func (s *Sandbox) makeWorkDir() error {
-	wd, err := workdir.New(s.dir, sandboxUID, sandboxGID)
-	if err != nil {
-		return sandbox.Errorf(sandbox.ErrInternal, "workdir_failed", "creating work dir: %w", err)
-	}
-	s.wd = wd
-	size := s.spec.Limits.WorkSize
-	opts := fmt.Sprintf("size=%d,nr_inodes=%d,mode=0700,uid=%d,gid=%d", size, inodesFor(size), sandboxUID, sandboxGID)
-	if err := unix.Mount("tmpfs", wd.Path, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
-		wd.Remove()
-		return sandbox.Errorf(sandbox.ErrInternal, "workdir_failed", "mounting the work dir tmpfs: %w", err)
-	}
-	s.mounted = true
-	return nil
-}
-
-// removeWorkDir unmounts and removes the work dir.
-func (s *Sandbox) removeWorkDir() {
-	if s.mounted {
-		unix.Unmount(s.wd.Path, unix.MNT_DETACH)
-		s.mounted = false
-	}
-	s.wd.Remove()
-}
-
-// inodesFor bounds a tmpfs's inodes by its size: one per KiB, within
-// [1024, 1<<20].
-func inodesFor(size int64) int64 {
-	return min(max(size/1024, 1024), 1<<20)
-}
-
-func (s *Sandbox) WriteFiles(ctx context.Context, files map[string][]byte) error {
-	if err := s.life.Begin(s.id, nil); err != nil {
-		return err
-	}
-	defer s.life.Done()
-	return s.wd.Write(files)
-}
-
-func (s *Sandbox) Artifacts(ctx context.Context) (sandbox.Artifacts, error) {
-	if err := s.life.Begin(s.id, nil); err != nil {
-		return sandbox.Artifacts{}, err
-	}
-	defer s.life.Done()
-	return s.wd.Collect(s.spec.Limits.ArtifactFiles, s.spec.Limits.ArtifactBytes)
-}
-
-// checkDir makes sure the working directory exists in the work dir, found
-// without following a symlink.
-func (s *Sandbox) checkDir(dir string) error {
-	if dir == "" {
-		return nil
-	}
-	root, err := unix.Open(s.wd.Path, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return sandbox.Errorf(sandbox.ErrInternal, "workdir_failed", "opening the work dir: %w", err)
-	}
-	defer unix.Close(root)
-	fd, err := unix.Openat2(root, dir, &unix.OpenHow{
-		Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC,
-		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
-	})
-	if err != nil {
-		return sandbox.Errorf(sandbox.ErrInvalid, "dir_not_found", "working directory %s is not a directory in the work dir: %w", dir, err)
-	}
-	unix.Close(fd)
-	return nil
-}
-
 // Exec runs p in a fresh gVisor sandbox under this sandbox's cgroup.
 func (s *Sandbox) Exec(ctx context.Context, p *sandbox.Process) (*sandbox.Result, error) {
-	if err := p.Validate(); err != nil {
+	ctx, end, err := s.BeginExec(ctx, p)
+	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	if err := s.life.Begin(s.id, cancel); err != nil {
-		return nil, err
-	}
-	defer s.life.Done()
+	defer end()
 	if err := s.checkDir(p.Dir); err != nil {
 		return nil, err
 	}
@@ -141,34 +39,26 @@ func (s *Sandbox) Exec(ctx context.Context, p *sandbox.Process) (*sandbox.Result
 		}
 	}
 
-	l := s.spec.Limits
-	wall := p.WallLimit(l)
-	r := s.env.runsc
-	cmd := r.runCmd(s.paths, s.spec.Policy.Network, s.cid)
+	l := s.Spec.Limits
+	cmd := s.host.Own.runsc.runCmd(s.paths, s.Spec.Policy.Network, s.cid)
 	runCtx, stopRun := context.WithCancel(ctx)
 	defer stopRun()
 	cpuHit := s.watchCPU(l.CPUTime, stopRun)
-	out, err := proc.Run(runCtx, cmd, proc.Options{
-		Wall: wall, Output: l.Output, OutputLimitKill: l.OutputLimitKill,
-		Stdin: p.Stdin, Stdout: p.Stdout, Stderr: p.Stderr,
-		Kill: func() error { return s.kill(cmd.Process) },
-	})
+	out, err := proc.Run(runCtx, cmd, s.Supervision(p, func() error { return s.kill(cmd.Process) }))
 	overCPU := cpuHit()
 	cleanErr := s.cleanup()
 	if err != nil {
 		return nil, sandbox.Errorf(sandbox.ErrInternal, "start_failed", "starting runsc: %w", err)
 	}
-	res := out.Result(s.id, Name, sandbox.IsolationKernel)
-	res.Enforcement = maps.Clone(s.enforcement)
+	res := s.Result(out)
 	if overCPU && out.Reason == sandbox.ReasonCanceled && ctx.Err() == nil {
 		res.Reason = sandbox.ReasonCPULimit
 		res.Message = fmt.Sprintf("the CPU time limit of %v was reached (the sandbox's cgroup: sentry, gofer and program together)", l.CPUTime)
 	}
-	killed := out.Reason == sandbox.ReasonTimeout || out.Reason == sandbox.ReasonCanceled || out.Reason == sandbox.ReasonOutputLimit
 	runLog, _ := os.ReadFile(s.paths.runLog())
 	ws, ok := exitStatus(runLog, cmd.Process.Pid)
 	switch {
-	case killed:
+	case out.Killed():
 		// We killed the sandbox, and the program with it.
 		res.ExitCode, res.Signal = -1, "SIGKILL"
 	case ok:
@@ -196,15 +86,49 @@ func (s *Sandbox) Exec(ctx context.Context, p *sandbox.Process) (*sandbox.Result
 			res.Message += ": " + msg
 		}
 	}
-	if s.cg != nil {
-		s.applyStats(res, killed)
-	}
+	s.account(res, out.Killed())
 	if cleanErr != nil && res.Reason != sandbox.ReasonSandboxError {
 		// The program ran, but something of the run may be left; say so
 		// rather than hide it.
 		res.Message = strings.TrimSpace(res.Message + " (cleaning up after runsc: " + cleanErr.Error() + ")")
 	}
 	return res, nil
+}
+
+// account adds the cgroup's view: usage, and an OOM kill as the reason the
+// run ended. The counters include the sentry and the gofer.
+func (s *Sandbox) account(res *sandbox.Result, killed bool) {
+	// The host pids limit is only a backstop (the sentry enforces
+	// Limits.Pids), so a refused fork there is not the program's limit.
+	l := s.Spec.Limits
+	l.Pids = 0
+	if s.Account(res, killed, l) == sandbox.ReasonMemoryLimit {
+		// The OOM killer takes the sentry: the whole sandbox, not a process in it.
+		res.ExitCode, res.Signal = -1, "SIGKILL"
+		res.Message = fmt.Sprintf("the memory limit of %d bytes was reached; the host kernel's OOM killer ended the gVisor sandbox", l.Memory)
+	}
+}
+
+// checkDir makes sure the working directory exists in the work dir, found
+// without following a symlink.
+func (s *Sandbox) checkDir(dir string) error {
+	if dir == "" {
+		return nil
+	}
+	root, err := unix.Open(s.Work.Path, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return sandbox.Errorf(sandbox.ErrInternal, "workdir_failed", "opening the work dir: %w", err)
+	}
+	defer unix.Close(root)
+	fd, err := unix.Openat2(root, dir, &unix.OpenHow{
+		Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+	})
+	if err != nil {
+		return sandbox.Errorf(sandbox.ErrInvalid, "dir_not_found", "working directory %s is not a directory in the work dir: %w", dir, err)
+	}
+	unix.Close(fd)
+	return nil
 }
 
 // cpuPoll is how often the CPU time of a running sandbox is checked.
@@ -214,10 +138,10 @@ const cpuPoll = 100 * time.Millisecond
 // since the call. The returned func stops watching and reports whether the
 // limit was hit. Without a cgroup it does nothing.
 func (s *Sandbox) watchCPU(limit time.Duration, stop context.CancelFunc) func() bool {
-	if s.cg == nil || limit <= 0 {
+	if s.Cgroup == nil || limit <= 0 {
 		return func() bool { return false }
 	}
-	base, err := s.cg.Stats()
+	base, err := s.Cgroup.Stats()
 	if err != nil {
 		return func() bool { return false }
 	}
@@ -233,7 +157,7 @@ func (s *Sandbox) watchCPU(limit time.Duration, stop context.CancelFunc) func() 
 				return
 			case <-t.C:
 			}
-			if st, err := s.cg.Stats(); err == nil && st.CPU-base.CPU >= limit {
+			if st, err := s.Cgroup.Stats(); err == nil && st.CPU-base.CPU >= limit {
 				hit.Store(true)
 				stop()
 				return
@@ -257,12 +181,12 @@ func (s *Sandbox) kill(p *os.Process) error {
 	var errs []error
 	alive := p.Signal(syscall.Signal(0)) == nil
 	if alive {
-		if err := s.env.runsc.kill(s.paths, s.cid); err == nil {
+		if err := s.host.Own.runsc.kill(s.paths, s.cid); err == nil {
 			waitExit(p, runscTeardown)
 		}
 	}
-	if s.cg != nil {
-		errs = append(errs, sweep(s.cg))
+	if s.Cgroup != nil {
+		errs = append(errs, sweep(s.Cgroup))
 	}
 	if p.Signal(syscall.Signal(0)) == nil {
 		if err := p.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
@@ -329,7 +253,7 @@ func cgroupProcs(cg *cgroups.Cgroup) []int {
 func (s *Sandbox) cleanup() error {
 	var errs []error
 	if ents, err := os.ReadDir(s.paths.state); err == nil && len(ents) > 0 {
-		if err := s.env.runsc.delete(s.paths, s.cid); err != nil {
+		if err := s.host.Own.runsc.delete(s.paths, s.cid); err != nil {
 			// delete fails when the container never got as far as having
 			// state; what matters is that nothing is left.
 			if ents, _ := os.ReadDir(s.paths.state); len(ents) > 0 {
@@ -340,11 +264,11 @@ func (s *Sandbox) cleanup() error {
 			errs = append(errs, err)
 		}
 	}
-	if s.cg != nil {
-		if err := sweep(s.cg); err != nil {
+	if s.Cgroup != nil {
+		if err := sweep(s.Cgroup); err != nil {
 			errs = append(errs, err)
 		}
-		removeExtra(s.env.hier, s.cg.Name(), s.cg.Dirs()...)
+		removeExtra(s.host.Own.hier, s.Cgroup.Name(), s.Cgroup.Dirs()...)
 	}
 	return errors.Join(errs...)
 }
@@ -362,56 +286,6 @@ func clearDir(dir string) error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// applyStats adds the cgroup's view: usage, and an OOM kill as the reason
-// the run ended. The counters include the sentry and the gofer.
-func (s *Sandbox) applyStats(res *sandbox.Result, killed bool) {
-	after, err := s.cg.Stats()
-	if err != nil {
-		res.Message = strings.TrimSpace(res.Message + " (cgroup stats unavailable: " + err.Error() + ")")
-		return
-	}
-	// The host pids limit is only a backstop (the sentry enforces
-	// Limits.Pids), so a refused fork there is not the program's limit.
-	l := s.spec.Limits
-	l.Pids = 0
-	if cgroups.Explain(res, s.last, after, l, killed) == sandbox.ReasonMemoryLimit {
-		// The OOM killer takes the sentry: the whole sandbox, not a process in it.
-		res.ExitCode, res.Signal = -1, "SIGKILL"
-		res.Message = fmt.Sprintf("the memory limit of %d bytes was reached; the host kernel's OOM killer ended the gVisor sandbox", l.Memory)
-	}
-	s.last = after
-}
-
-// Close ends a running Exec and removes the cgroup, the work dir's mount
-// and the sandbox's directory.
-func (s *Sandbox) Close(ctx context.Context) error {
-	if !s.life.Close() {
-		return nil
-	}
-	var errs []error
-	if err := s.cleanup(); err != nil {
-		errs = append(errs, err)
-	}
-	if s.cg != nil {
-		if err := s.cg.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("removing cgroup: %w", err))
-		}
-		removeExtra(s.env.hier, s.cg.Name())
-	}
-	if s.mounted {
-		if err := unix.Unmount(s.wd.Path, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) {
-			errs = append(errs, fmt.Errorf("unmounting the work dir: %w", err))
-		}
-	}
-	if err := os.RemoveAll(s.dir); err != nil {
-		errs = append(errs, fmt.Errorf("removing the sandbox dir: %w", err))
-	}
-	if err := errors.Join(errs...); err != nil {
-		return sandbox.Errorf(sandbox.ErrInternal, "close_failed", "closing sandbox %s: %w", s.id, err)
-	}
-	return nil
 }
 
 // Interface guards.
