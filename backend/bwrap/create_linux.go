@@ -41,11 +41,10 @@ func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbo
 	}
 	// The work dir tmpfs is noexec unless tmp_exec: a bind keeps its
 	// source's flags, and in bwrap's user namespace they are locked.
-	base, err := b.NewSandbox(h, spec, !view.Exec)
-	if err != nil {
+	s := &Sandbox{host: h, view: view}
+	if s.Sandbox, err = b.NewSandbox(h, spec, !view.Exec, s.run); err != nil {
 		return nil, err
 	}
-	s := &Sandbox{Sandbox: base, host: h, view: view}
 	cu := cleanup.Make(func() { s.Close(context.Background()) })
 	defer cu.Clean()
 	s.tmpDir = filepath.Join(s.Dir, "tmp")

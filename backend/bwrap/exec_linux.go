@@ -22,14 +22,8 @@ import (
 	"github.com/execbox/execbox/sandbox"
 )
 
-// Exec runs p in a fresh bwrap under this sandbox's cgroup.
-func (s *Sandbox) Exec(ctx context.Context, p *sandbox.Process) (*sandbox.Result, error) {
-	ctx, end, err := s.BeginExec(ctx, p)
-	if err != nil {
-		return nil, err
-	}
-	defer end()
-
+// run runs p in a fresh bwrap under this sandbox's cgroup.
+func (s *Sandbox) run(ctx context.Context, p *sandbox.Process) (*sandbox.Result, error) {
 	// A fresh /tmp for every Exec.
 	opts := hostbase.TmpfsOptions(s.Spec.Limits.TmpSize, 0o1777, hostbase.UID, hostbase.GID)
 	if err := unix.Mount("tmpfs", s.tmpDir, "tmpfs", s.tmpFlags(), opts); err != nil {

@@ -38,11 +38,11 @@ func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbo
 	if err != nil {
 		return nil, err
 	}
-	base, err := b.NewSandbox(h, spec, false)
-	if err != nil {
+	s := &Sandbox{host: h, view: view}
+	if s.Sandbox, err = b.NewSandbox(h, spec, false, s.run); err != nil {
 		return nil, err
 	}
-	s := &Sandbox{Sandbox: base, host: h, view: view, cid: "execbox-" + base.ID()}
+	s.cid = "execbox-" + s.ID()
 	s.OnClose(s.teardown)
 	cu := cleanup.Make(func() { s.Close(context.Background()) })
 	defer cu.Clean()

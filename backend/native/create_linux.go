@@ -34,12 +34,12 @@ func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbo
 	if err != nil {
 		return nil, err
 	}
+	s := &Sandbox{host: h, plan: pl}
 	// exec rights on /work are the init's bind mount's to give.
-	s, err := b.NewSandbox(h, spec, false)
-	if err != nil {
+	if s.Sandbox, err = b.NewSandbox(h, spec, false, s.run); err != nil {
 		return nil, err
 	}
-	return &Sandbox{Sandbox: s, host: h, plan: pl}, nil
+	return s, nil
 }
 
 // plan is the part of every init config fixed at Create: the host view

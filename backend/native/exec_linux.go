@@ -16,14 +16,8 @@ import (
 	"github.com/execbox/execbox/sandbox"
 )
 
-// Exec runs p in a fresh set of namespaces under this sandbox's cgroup.
-func (s *Sandbox) Exec(ctx context.Context, p *sandbox.Process) (*sandbox.Result, error) {
-	ctx, end, err := s.BeginExec(ctx, p)
-	if err != nil {
-		return nil, err
-	}
-	defer end()
-
+// run runs p in a fresh set of namespaces under this sandbox's cgroup.
+func (s *Sandbox) run(ctx context.Context, p *sandbox.Process) (*sandbox.Result, error) {
 	cfg := s.initConfig(p)
 	opts := nsinit.Options{
 		InitPath:   s.host.Own.initPath,

@@ -18,10 +18,15 @@ import (
 	"github.com/execbox/execbox/sandbox"
 )
 
+// Run is a backend's exec phase: it runs p in the sandbox to its end. Exec
+// calls it with p checked and the run registered, so that Close cancels
+// ctx and waits for it.
+type Run func(ctx context.Context, p *sandbox.Process) (*sandbox.Result, error)
+
 // WorkSandbox is what every sandbox with a work dir on this host has: its
-// id, its spec, the work dir and the operation lifecycle. It gives the
-// sandbox ID, WriteFiles and Artifacts, and the preambles of Exec and
-// Close.
+// id, its spec, the work dir, the operation lifecycle and the backend's
+// Run. It gives the sandbox ID, WriteFiles, Artifacts and Exec, and the
+// preamble of Close.
 type WorkSandbox struct {
 	// Spec is the sandbox's spec, the default limits applied.
 	Spec sandbox.Spec
@@ -29,13 +34,14 @@ type WorkSandbox struct {
 	Work *workdir.Dir
 
 	id   string
+	run  Run
 	life sandbox.Lifecycle
 }
 
 // NewWorkSandbox returns the work-dir part of a new sandbox for spec
-// whose work dir is work.
-func NewWorkSandbox(spec sandbox.Spec, work *workdir.Dir) WorkSandbox {
-	return WorkSandbox{Spec: spec, Work: work, id: sandbox.NewID()}
+// whose work dir is work and whose processes run runs.
+func NewWorkSandbox(spec sandbox.Spec, work *workdir.Dir, run Run) *WorkSandbox {
+	return &WorkSandbox{Spec: spec, Work: work, id: sandbox.NewID(), run: run}
 }
 
 func (s *WorkSandbox) ID() string { return s.id }
@@ -56,18 +62,19 @@ func (s *WorkSandbox) Artifacts(ctx context.Context) (sandbox.Artifacts, error) 
 	return s.Work.Collect(s.Spec.Limits.ArtifactFiles, s.Spec.Limits.ArtifactBytes)
 }
 
-// BeginExec starts an Exec of p: it checks p and registers the run, whose
-// context Close cancels. Call end once the run is over.
-func (s *WorkSandbox) BeginExec(ctx context.Context, p *sandbox.Process) (_ context.Context, end func(), _ error) {
+// Exec checks p, registers the run (Close cancels it and waits) and runs
+// it with the backend's Run.
+func (s *WorkSandbox) Exec(ctx context.Context, p *sandbox.Process) (*sandbox.Result, error) {
 	if err := p.Validate(); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	if err := s.life.Begin(s.id, cancel); err != nil {
-		cancel()
-		return nil, nil, err
+		return nil, err
 	}
-	return ctx, func() { s.life.Done(); cancel() }, nil
+	defer s.life.Done()
+	return s.run(ctx, p)
 }
 
 // BeginClose ends a running Exec, refuses new operations and waits for
@@ -107,12 +114,13 @@ type Sandbox struct {
 	onClose []func() error // the backend's own teardown
 }
 
-// NewSandbox makes the host side of a sandbox for spec (from Admit): its
-// directory, cgroup and work dir, mounting the work dir's tmpfs noexec
-// when noexec is set. Whatever it made is removed again when a step fails;
-// what the backend adds afterwards it undoes with Close.
-func (b *Backend[F]) NewSandbox(h *Host[F], spec sandbox.Spec, noexec bool) (_ *Sandbox, err error) {
-	s := &Sandbox{WorkSandbox: WorkSandbox{Spec: spec, id: sandbox.NewID()}, backend: b.opts.Name, iso: b.opts.Isolation}
+// NewSandbox makes the host side of a sandbox for spec (from Admit) whose
+// processes run runs: its directory, cgroup and work dir, mounting the
+// work dir's tmpfs noexec when noexec is set. Whatever it made is removed
+// again when a step fails; what the backend adds afterwards it undoes with
+// Close.
+func (b *Backend[F]) NewSandbox(h *Host[F], spec sandbox.Spec, noexec bool, run Run) (_ *Sandbox, err error) {
+	s := &Sandbox{WorkSandbox: WorkSandbox{Spec: spec, id: sandbox.NewID(), run: run}, backend: b.opts.Name, iso: b.opts.Isolation}
 	s.Enforcement = maps.Clone(h.Limits)
 	if spec.Policy.Network == sandbox.NetworkHost {
 		s.Enforcement["network"] = b.opts.HostNetwork
