@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/execbox/execbox/internal/testutil"
 	"github.com/execbox/execbox/sandbox"
 )
 
@@ -158,7 +159,7 @@ func TestHealthUnavailable(t *testing.T) {
 		s    sandbox.Settings
 		want string
 	}{
-		{"missing_binary", sandbox.Settings{WorkRoot: workRoot(t), Config: withConfig(func(c *Config) { c.Path = "/nonexistent/bwrap" })}, "bwrap.path"},
+		{"missing_binary", sandbox.Settings{WorkRoot: workRoot(t), Config: testutil.With(DefaultConfig, func(c *Config) { c.Path = "/nonexistent/bwrap" })}, "bwrap.path"},
 		// bwrap, as uid 65534, cannot pass a 0700 root directory.
 		{"work_root_unreachable", sandbox.Settings{WorkRoot: filepath.Join(private, "w")}, "not reachable by uid 65534"},
 	} {

@@ -3,6 +3,7 @@ package gvisor
 import (
 	"testing"
 
+	"github.com/execbox/execbox/internal/testutil"
 	"github.com/execbox/execbox/sandbox"
 	"github.com/execbox/execbox/sandbox/sandboxtest"
 )
@@ -26,16 +27,5 @@ func TestConformance(t *testing.T) {
 // from configuration (as the engine builds it) runs Python with no flags.
 func TestRegistered(t *testing.T) {
 	newBackend(t)
-	r, ok := sandbox.Lookup(Name)
-	if !ok {
-		t.Fatal("gvisor is not registered")
-	}
-	b, err := r.New(sandbox.Settings{WorkRoot: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := sandbox.Run(t.Context(), b, sandbox.Spec{}, &sandbox.Process{Args: []string{"python3", "-c", "print(1)"}})
-	if err != nil || !res.Succeeded() || res.Stdout != "1\n" || res.Backend != Name || res.Isolation != sandbox.IsolationKernel {
-		t.Fatalf("python3 -c 'print(1)': %v %+v", err, res)
-	}
+	testutil.Registered(t, Name, sandbox.Settings{WorkRoot: t.TempDir()}, sandbox.IsolationKernel)
 }

@@ -54,7 +54,7 @@ func rootOnly(t *testing.T) {
 func TestHealthRunscMissing(t *testing.T) {
 	rootOnly(t)
 	missing := filepath.Join(t.TempDir(), "no-runsc")
-	b := mustBackend(t, sandbox.Settings{WorkRoot: t.TempDir(), Config: withConfig(func(c *Config) { c.Runsc = missing })})
+	b := mustBackend(t, sandbox.Settings{WorkRoot: t.TempDir(), Config: testutil.With(DefaultConfig, func(c *Config) { c.Runsc = missing })})
 	h := b.Health(t.Context())
 	if h.Available || h.Ready || !strings.Contains(h.Reason, "finding runsc") || !strings.Contains(h.Reason, missing) {
 		t.Fatalf("health with a missing runsc: %+v", h)
@@ -81,7 +81,7 @@ exit 1
 	if err := os.WriteFile(fake, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	b := mustBackend(t, sandbox.Settings{WorkRoot: t.TempDir(), Config: withConfig(func(c *Config) { c.Runsc = fake })})
+	b := mustBackend(t, sandbox.Settings{WorkRoot: t.TempDir(), Config: testutil.With(DefaultConfig, func(c *Config) { c.Runsc = fake })})
 	h := b.Health(t.Context())
 	if h.Available || !strings.Contains(h.Reason, "fake runsc cannot start sandboxes") {
 		t.Fatalf("health with a failing runsc: %+v", h)
@@ -157,7 +157,7 @@ func TestHealthRunscAppearsLater(t *testing.T) {
 	b := newBackend(t) // runsc works here
 	real := b.Host().Own.runsc.path
 	later := filepath.Join(t.TempDir(), "runsc")
-	nb := mustBackend(t, sandbox.Settings{WorkRoot: t.TempDir(), Config: withConfig(func(c *Config) { c.Runsc = later })})
+	nb := mustBackend(t, sandbox.Settings{WorkRoot: t.TempDir(), Config: testutil.With(DefaultConfig, func(c *Config) { c.Runsc = later })})
 	if h := nb.Health(t.Context()); h.Available {
 		t.Fatalf("available without runsc: %+v", h)
 	}

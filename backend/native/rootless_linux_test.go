@@ -107,7 +107,7 @@ func TestRootlessChild(t *testing.T) {
 	if work == "" {
 		t.Skip("run by TestRootless")
 	}
-	b := mustBackend(t, sandbox.Settings{WorkRoot: work, Config: withConfig(func(c *Config) { c.InitPath = os.Getenv("EXECBOX_NATIVE_ROOTLESS_INIT") })})
+	b := mustBackend(t, sandbox.Settings{WorkRoot: work, Config: testutil.With(DefaultConfig, func(c *Config) { c.InitPath = os.Getenv("EXECBOX_NATIVE_ROOTLESS_INIT") })})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	h := b.Health(ctx)

@@ -1,47 +1,41 @@
-package native
+package testutil
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/execbox/execbox/internal/testutil"
 	"github.com/execbox/execbox/sandbox"
 )
 
-// requireCgroups skips (or fails under EXECBOX_REQUIRE=native) where the
-// backend has no cgroups.
-func requireCgroups(t *testing.T, b *Backend) {
-	t.Helper()
-	if b.Host().Cgroups == nil {
-		testutil.SkipOrFail(t, Name, "no usable cgroups: %s", b.Host().CgroupInfo)
-	}
-}
+// The checks below are the limit tests of the backends that run the
+// program on the host kernel under execbox's cgroups (native, bwrap); each
+// is a whole test body.
 
-// A fork bomb stops at the pids limit, fast, and the result says so.
-func TestForkBombStopsAtPidsLimit(t *testing.T) {
-	b := newBackend(t)
-	requireCgroups(t, b)
+// pidsLimit: a fork bomb stops at the pids limit, fast, and the result
+// says so; 20 processes at once are fine.
+func pidsLimit(t *testing.T, b sandbox.Backend) {
 	spec := sandbox.Spec{Limits: sandbox.Limits{Pids: 32, Wall: 20 * time.Second}}
 	start := time.Now()
-	res := testutil.Py(t, b, spec, `
+	res := Py(t, b, spec, `
 import os, time
 while True:
     os.fork()
 `)
 	if res.Reason != sandbox.ReasonPidsLimit {
-		t.Fatalf("fork bomb: reason %s (exit %d, %s), want pids_limit; stderr %q", res.Reason, res.ExitCode, res.Message, tail(res.Stderr))
+		t.Fatalf("fork bomb: reason %s (exit %d, %s), want pids_limit; stderr %q", res.Reason, res.ExitCode, res.Message, Tail(res.Stderr))
 	}
 	if d := time.Since(start); d > 10*time.Second {
 		t.Errorf("the fork bomb ran for %v", d)
 	}
-	if res.Enforcement["pids"] == "" || !strings.Contains(res.Enforcement["pids"], "pids") {
+	if !strings.Contains(res.Enforcement["pids"], "pids") {
 		t.Errorf("enforcement for pids = %q", res.Enforcement["pids"])
 	}
-	// Under the limit: 20 processes at once are fine.
-	res = testutil.Py(t, b, spec, `
+	res = Py(t, b, spec, `
 import os, time
 kids = []
 for _ in range(20):
@@ -53,16 +47,15 @@ for _ in range(20):
 for k in kids:
     os.waitpid(k, 0)
 print("ok")`)
-	testutil.WantOK(t, res)
+	WantOK(t, res)
 }
 
-// A memory bomb is killed with reason memory_limit; the host (this test
-// process) is unaffected.
-func TestMemoryBombKilled(t *testing.T) {
-	b := newBackend(t)
-	requireCgroups(t, b)
+// memoryLimit: a memory bomb is killed with reason memory_limit while the
+// host (this test process) is unaffected; 32 MiB under a 64 MiB limit is
+// fine.
+func memoryLimit(t *testing.T, b sandbox.Backend) {
 	spec := sandbox.Spec{Limits: sandbox.Limits{Memory: 64 * sandbox.MiB}}
-	res := testutil.Py(t, b, spec, `
+	res := Py(t, b, spec, `
 chunks = []
 while True:
     chunks.append(bytearray(8 << 20))
@@ -79,14 +72,13 @@ while True:
 		buf[i] = byte(i)
 	}
 	runtime.KeepAlive(buf)
-	// Under the limit: 32 MiB is fine.
-	res = testutil.Py(t, b, spec, `b = bytearray(32 << 20); print(len(b))`)
-	testutil.WantOK(t, res)
+	res = Py(t, b, spec, `b = bytearray(32 << 20); print(len(b))`)
+	WantOK(t, res)
 }
 
-// Every size and count limit, on both sides of the bound.
-func TestLimitsBothSides(t *testing.T) {
-	b := newBackend(t)
+// limitsBothSides: every size and count limit, on both sides of the
+// bound, and exit codes above 128 apart from signals.
+func limitsBothSides(t *testing.T, b sandbox.Backend) {
 	const mib = sandbox.MiB
 	cases := []struct {
 		name   string
@@ -106,27 +98,29 @@ func TestLimitsBothSides(t *testing.T) {
 		{"nofile_over", sandbox.Limits{NoFile: 64}, "python3 -c 'fs=[open(\"/dev/null\") for _ in range(70)]' 2>/dev/null || echo refused; ulimit -Hn", sandbox.ReasonExited, 0, "refused\n64\n"},
 		{"cpu_time_over", sandbox.Limits{CPUTime: time.Second, Wall: 10 * time.Second}, "exec python3 -c 'while True: pass'", sandbox.ReasonCPULimit, -1, ""},
 		{"cpu_time_under", sandbox.Limits{CPUTime: 3 * time.Second, Wall: 10 * time.Second}, "python3 -c 'import time\nt=time.process_time()\nwhile time.process_time()-t < 0.5: pass\nprint(\"ok\")'", sandbox.ReasonExited, 0, "ok\n"},
+		// Exit codes above 128 stay exit codes (bwrap alone reports a
+		// signal as 128+n, indistinguishable from these).
+		{"exit_137", sandbox.Limits{}, "exit 137", sandbox.ReasonExited, 137, ""},
+		{"signal_9", sandbox.Limits{}, "kill -9 $$", sandbox.ReasonSignaled, -1, ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			res := testutil.Sh(t, b, sandbox.Spec{Limits: c.limits}, c.script)
+			res := Sh(t, b, sandbox.Spec{Limits: c.limits}, c.script)
 			if res.Reason != c.reason || res.ExitCode != c.exit || res.Stdout != c.stdout {
 				t.Fatalf("got reason=%s exit=%d signal=%s stdout=%q stderr=%q message=%q; want reason=%s exit=%d stdout=%q",
-					res.Reason, res.ExitCode, res.Signal, res.Stdout, tail(res.Stderr), res.Message, c.reason, c.exit, c.stdout)
+					res.Reason, res.ExitCode, res.Signal, res.Stdout, Tail(res.Stderr), res.Message, c.reason, c.exit, c.stdout)
 			}
 		})
 	}
 }
 
-// The CPU quota holds a busy program to its share of a core; a larger quota
-// lets it use more. Usage.CPU comes from the cgroup.
-func TestCPUQuota(t *testing.T) {
-	b := newBackend(t)
-	requireCgroups(t, b)
+// cpuQuota: the CPU quota holds a busy program to its share of a core; a
+// larger quota lets it use more. Usage.CPU comes from the cgroup.
+func cpuQuota(t *testing.T, b sandbox.Backend) {
 	burn := "import time\nt = time.time()\nwhile time.time() - t < 1: pass"
 	used := func(cpus float64) time.Duration {
-		res := testutil.Run(t, b, sandbox.Spec{Limits: sandbox.Limits{CPUs: cpus}}, "/usr/bin/python3", "-I", "-S", "-c", burn)
-		testutil.WantOK(t, res)
+		res := Run(t, b, sandbox.Spec{Limits: sandbox.Limits{CPUs: cpus}}, "/usr/bin/python3", "-I", "-S", "-c", burn)
+		WantOK(t, res)
 		return res.Usage.CPU
 	}
 	low, high := used(0.1), used(1)
@@ -139,10 +133,10 @@ func TestCPUQuota(t *testing.T) {
 	}
 }
 
-// WriteFiles into a full work dir is a typed limit error.
-func TestWorkSizeWriteFiles(t *testing.T) {
-	b := newBackend(t)
-	sb := testutil.Create(t, b, sandbox.Spec{Limits: sandbox.Limits{WorkSize: 4 * sandbox.MiB}})
+// workSizeWriteFiles: WriteFiles into a full work dir is a typed limit
+// error.
+func workSizeWriteFiles(t *testing.T, b sandbox.Backend) {
+	sb := Create(t, b, sandbox.Spec{Limits: sandbox.Limits{WorkSize: 4 * sandbox.MiB}})
 	if err := sb.WriteFiles(t.Context(), map[string][]byte{"small": make([]byte, 3*sandbox.MiB)}); err != nil {
 		t.Fatalf("3 MiB into a 4 MiB work dir: %v", err)
 	}
@@ -152,24 +146,22 @@ func TestWorkSizeWriteFiles(t *testing.T) {
 	}
 }
 
-// The work dir carries over between Execs of one sandbox; /tmp is fresh
-// for each.
-func TestSessionState(t *testing.T) {
-	b := newBackend(t)
-	sb := testutil.Create(t, b, sandbox.Spec{})
-	testutil.WantOK(t, testutil.Exec(t, sb, "/bin/sh", "-c", "echo kept > /work/state; echo gone > /tmp/state"))
-	res := testutil.Exec(t, sb, "/bin/sh", "-c", "cat /work/state; cat /tmp/state 2>/dev/null || echo fresh-tmp")
-	testutil.WantOK(t, res)
+// sessionState: the work dir carries over between Execs of one sandbox;
+// /tmp is fresh for each.
+func sessionState(t *testing.T, b sandbox.Backend) {
+	sb := Create(t, b, sandbox.Spec{})
+	WantOK(t, Exec(t, sb, "/bin/sh", "-c", "echo kept > /work/state; echo gone > /tmp/state"))
+	res := Exec(t, sb, "/bin/sh", "-c", "cat /work/state; cat /tmp/state 2>/dev/null || echo fresh-tmp")
+	WantOK(t, res)
 	if res.Stdout != "kept\nfresh-tmp\n" {
 		t.Fatalf("second Exec saw %q", res.Stdout)
 	}
 }
 
-// A program or working directory missing in the sandbox is ErrInvalid
-// naming it; one that exists runs.
-func TestNotFound(t *testing.T) {
-	b := newBackend(t)
-	sb := testutil.Create(t, b, sandbox.Spec{Files: nil})
+// notFound: a program or working directory missing in the sandbox is
+// ErrInvalid naming it; one that exists runs.
+func notFound(t *testing.T, b sandbox.Backend) {
+	sb := Create(t, b, sandbox.Spec{})
 	if err := sb.WriteFiles(t.Context(), map[string][]byte{"sub/f": []byte("x")}); err != nil {
 		t.Fatal(err)
 	}
@@ -188,8 +180,8 @@ func TestNotFound(t *testing.T) {
 			t.Errorf("Exec %q in %q: %v (code %q), want ErrInvalid %s", c.p.Args, c.p.Dir, err, sandbox.CodeOf(err), c.code)
 		}
 	}
-	res := testutil.Exec(t, sb, "pwd")
-	testutil.WantOK(t, res)
+	res := Exec(t, sb, "pwd")
+	WantOK(t, res)
 	if res.Stdout != "/work\n" {
 		t.Fatalf("pwd = %q", res.Stdout)
 	}
@@ -199,25 +191,48 @@ func TestNotFound(t *testing.T) {
 	}
 }
 
-// /tmp and /work are noexec unless Policy.TmpExec.
-func TestTmpExec(t *testing.T) {
-	b := newBackend(t)
-	script := "cp /bin/true /tmp/t && cp /bin/true /work/t && for p in /tmp/t /work/t; do $p && echo ran; done; true"
-	res := testutil.Sh(t, b, sandbox.Spec{}, script)
-	testutil.WantOK(t, res)
+// tmpExec: /tmp, /work and writable mounts are noexec unless
+// Policy.TmpExec.
+func tmpExec(t *testing.T, b sandbox.Backend) {
+	rw := t.TempDir()
+	os.Chmod(rw, 0o777)
+	mount := []sandbox.Mount{{Source: rw, Target: "/out", Writable: true}}
+	script := "cp /bin/true /tmp/t && cp /bin/true /work/t && cp /bin/true /out/t && for p in /tmp/t /work/t /out/t; do $p && echo ran; done; true"
+	res := Sh(t, b, sandbox.Spec{Policy: sandbox.Policy{Mounts: mount}}, script)
+	WantOK(t, res)
 	if res.Stdout != "" {
 		t.Fatalf("a copied binary ran from a noexec dir: %q", res.Stdout)
 	}
-	res = testutil.Sh(t, b, sandbox.Spec{Policy: sandbox.Policy{TmpExec: true}}, script)
-	testutil.WantOK(t, res)
-	if res.Stdout != "ran\nran\n" {
+	os.Remove(filepath.Join(rw, "t"))
+	res = Sh(t, b, sandbox.Spec{Policy: sandbox.Policy{TmpExec: true, Mounts: mount}}, script)
+	WantOK(t, res)
+	if res.Stdout != "ran\nran\nran\n" {
 		t.Fatalf("with tmp_exec: %q %q", res.Stdout, res.Stderr)
 	}
 }
 
-func tail(s string) string {
-	if len(s) > 500 {
-		return "…" + s[len(s)-500:]
+// concurrentRuns: sandboxes run side by side, each with its own /tmp and
+// work dir.
+func concurrentRuns(t *testing.T, b sandbox.Backend) {
+	const n = 8
+	errs := make(chan error, n)
+	for i := range n {
+		go func() {
+			res, err := sandbox.Run(t.Context(), b, sandbox.Spec{Files: map[string][]byte{"in": []byte(strings.Repeat("x", i))}},
+				&sandbox.Process{Args: []string{"/bin/sh", "-c", "ls /tmp | wc -l; wc -c < in; echo $i > /tmp/f; sleep 0.2; cat /tmp/f"}, Env: map[string]string{"i": string(rune('a' + i))}})
+			switch {
+			case err != nil:
+				errs <- err
+			case !res.Succeeded() || res.Stdout != "0\n"+string(rune('0'+i))+"\n"+string(rune('a'+i))+"\n":
+				errs <- errors.New(res.Stdout + res.Stderr + res.Message)
+			default:
+				errs <- nil
+			}
+		}()
 	}
-	return s
+	for range n {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
 }

@@ -1,4 +1,4 @@
-package native
+package testutil
 
 import (
 	"errors"
@@ -7,26 +7,36 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/execbox/execbox/internal/testutil"
 	"github.com/execbox/execbox/sandbox"
 )
 
-// Extra mounts: visible, read-only unless asked, writable when asked.
-func TestExtraMounts(t *testing.T) {
-	b := newBackend(t)
-	ro, rw := t.TempDir(), t.TempDir()
-	os.WriteFile(filepath.Join(ro, "in.txt"), []byte("from-host"), 0o644)
+// The checks below are the file-system tests of the backends whose
+// sandboxes see a read-only view of the host (internal/hostview); each is
+// a whole test body.
+
+// extraMounts: extra mounts are visible, read-only unless asked, writable
+// when asked, even from a directory that uid 65534 could not reach on the
+// host, and even below /tmp; closing the sandbox never touches a mount's
+// source.
+func extraMounts(t *testing.T, b sandbox.Backend) {
+	private := t.TempDir() // 0700 root: uid 65534 cannot reach in
+	ro, rw := filepath.Join(private, "ro"), filepath.Join(private, "rw")
+	os.Mkdir(ro, 0o755)
+	os.Mkdir(rw, 0o777)
 	os.Chmod(rw, 0o777)
+	os.WriteFile(filepath.Join(ro, "in.txt"), []byte("from-host"), 0o644)
 	spec := sandbox.Spec{Policy: sandbox.Policy{Mounts: []sandbox.Mount{
 		{Source: ro, Target: "/data"},
 		{Source: rw, Target: "/out", Writable: true},
 		{Source: filepath.Join(ro, "in.txt"), Target: "/etc/extra.txt"},
+		{Source: ro, Target: "/tmp/below"},
 	}}}
-	res := testutil.Sh(t, b, spec, `cat /data/in.txt /etc/extra.txt; echo
+	res := Sh(t, b, spec, `cat /data/in.txt /etc/extra.txt /tmp/below/in.txt; echo
 echo x > /data/new 2>/dev/null && echo wrote-ro
+echo x > /etc/extra.txt 2>/dev/null && echo wrote-ro-file
 echo y > /out/new && echo wrote-rw`)
-	testutil.WantOK(t, res)
-	if res.Stdout != "from-hostfrom-host\nwrote-rw\n" {
+	WantOK(t, res)
+	if res.Stdout != "from-hostfrom-hostfrom-host\nwrote-rw\n" {
 		t.Fatalf("got %q %q", res.Stdout, res.Stderr)
 	}
 	if b, err := os.ReadFile(filepath.Join(rw, "new")); err != nil || string(b) != "y\n" {
@@ -37,9 +47,11 @@ echo y > /out/new && echo wrote-rw`)
 	}
 }
 
-// Invalid mounts and rootfs lists are refused at Create with ErrInvalid.
-func TestMountAndRootFSValidation(t *testing.T) {
-	b := newBackend(t)
+// mountValidation: invalid mounts and rootfs lists are refused at Create
+// with ErrInvalid (internal/hostview, shared by the backends); a custom
+// rootfs is honoured: only what it lists is there. workRoot is the
+// backend's work root, which is never mounted, nor anything containing it.
+func mountValidation(t *testing.T, b sandbox.Backend, workRoot string) {
 	dir := t.TempDir()
 	link := filepath.Join(dir, "link")
 	os.Symlink("/etc", link)
@@ -59,7 +71,8 @@ func TestMountAndRootFSValidation(t *testing.T) {
 		{"mount_target_work", sandbox.Policy{Mounts: []sandbox.Mount{{Source: dir, Target: "/work/x"}}}, "mount_invalid"},
 		{"mount_target_root", sandbox.Policy{Mounts: []sandbox.Mount{{Source: dir, Target: "/"}}}, "mount_invalid"},
 		{"mount_source_run", sandbox.Policy{Mounts: []sandbox.Mount{{Source: "/run", Target: "/x"}}}, "mount_invalid"},
-		{"mount_source_workroot", sandbox.Policy{Mounts: []sandbox.Mount{{Source: filepath.Dir(b.WorkRoot()), Target: "/x"}}}, "mount_invalid"},
+		{"mount_source_workroot", sandbox.Policy{Mounts: []sandbox.Mount{{Source: workRoot, Target: "/x"}}}, "mount_invalid"},
+		{"mount_source_workroot_parent", sandbox.Policy{Mounts: []sandbox.Mount{{Source: filepath.Dir(workRoot), Target: "/x"}}}, "mount_invalid"},
 		{"mount_source_dev", sandbox.Policy{Mounts: []sandbox.Mount{{Source: "/dev/null", Target: "/x"}}}, "mount_invalid"},
 		{"rootfs_slash", sandbox.Policy{RootFS: []string{"/usr", "/"}}, "rootfs_invalid"},
 		{"rootfs_proc", sandbox.Policy{RootFS: []string{"/usr", "/proc"}}, "rootfs_invalid"},
@@ -78,34 +91,33 @@ func TestMountAndRootFSValidation(t *testing.T) {
 			}
 		})
 	}
-	// A custom rootfs is honoured: only what it lists is there.
-	res := testutil.Sh(t, b, sandbox.Spec{Policy: sandbox.Policy{RootFS: []string{"/usr", "/bin", "/lib", "/lib64"}}},
+	res := Sh(t, b, sandbox.Spec{Policy: sandbox.Policy{RootFS: []string{"/usr", "/bin", "/lib", "/lib64"}}},
 		"ls /etc | tr '\n' ' '; test -e /etc/ssl && echo ssl; true")
-	testutil.WantOK(t, res)
+	WantOK(t, res)
 	if strings.TrimSpace(res.Stdout) != "group hostname hosts passwd" {
 		t.Fatalf("/etc with a custom rootfs: %q", res.Stdout)
 	}
 }
 
-// python3 and node start and work in the default rootfs (TLS certificates
-// included), as the program user, with nothing from /etc beyond the list.
-func TestInterpretersStart(t *testing.T) {
-	b := newBackend(t)
-	res := testutil.Py(t, b, sandbox.Spec{}, `
+// interpreters: python3 and node start and work in the default rootfs
+// (TLS certificates included), as nobody, with nothing from /etc beyond
+// the list.
+func interpreters(t *testing.T, b sandbox.Backend) {
+	res := Py(t, b, sandbox.Spec{}, `
 import ssl, json, sqlite3, hashlib, pwd, getpass, multiprocessing
 ctx = ssl.create_default_context()
 print(len(ctx.get_ca_certs()) > 0, pwd.getpwuid(65534).pw_name, getpass.getuser())
 with multiprocessing.Pool(2) as p:
     print(sum(p.map(abs, [-1, -2])))`)
-	testutil.WantOK(t, res)
+	WantOK(t, res)
 	if res.Stdout != "True nobody nobody\n3\n" {
 		t.Fatalf("python: %q %q", res.Stdout, res.Stderr)
 	}
 	if _, err := os.Stat("/usr/bin/node"); err != nil {
 		t.Skip("node is not installed")
 	}
-	res = testutil.Run(t, b, sandbox.Spec{}, "node", "-e", `console.log(require("os").userInfo().username, require("tls").rootCertificates.length > 0)`)
-	testutil.WantOK(t, res)
+	res = Run(t, b, sandbox.Spec{}, "node", "-e", `console.log(require("os").userInfo().username, require("tls").rootCertificates.length > 0)`)
+	WantOK(t, res)
 	if res.Stdout != "nobody true\n" {
 		t.Fatalf("node: %q %q", res.Stdout, res.Stderr)
 	}
