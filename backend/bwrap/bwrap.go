@@ -4,15 +4,14 @@ import (
 	"errors"
 
 	"github.com/execbox/execbox/backend/internal/hostbase"
-	"github.com/execbox/execbox/sandbox"
 )
 
 // Name is the registered name of this backend.
 const Name = "bwrap"
 
-func init() {
-	sandbox.Register(sandbox.Registration{Name: Name, New: New, Config: func() any { return DefaultConfig() }})
-}
+// New returns the bwrap backend for settings s. It only records the
+// settings; the host is looked at on first use.
+var New = hostbase.Register(Name, DefaultConfig, build)
 
 // Config is the backend's configuration section (bwrap.*).
 type Config struct {
@@ -30,14 +29,4 @@ func (c *Config) Validate() error {
 		return errors.New("bwrap.path: must not be empty")
 	}
 	return nil
-}
-
-// New returns the bwrap backend for settings s. It only records the
-// settings; the host is looked at on first use.
-func New(s sandbox.Settings) (sandbox.Backend, error) {
-	cfg, err := hostbase.Configure(s, DefaultConfig)
-	if err != nil {
-		return nil, err
-	}
-	return build(*cfg, s), nil
 }
