@@ -90,7 +90,7 @@ func (s *Sandbox) ociSpec(p *sandbox.Process) *specs.Spec {
 		},
 	}
 	if s.Cgroup != nil {
-		sp.Linux.CgroupsPath = cgroupsPath(s.Cgroup, s.host.Cgroups.Version())
+		sp.Linux.CgroupsPath = s.Cgroup.Path()
 	}
 	return sp
 }

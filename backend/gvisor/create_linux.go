@@ -8,7 +8,6 @@ import (
 	"github.com/execbox/execbox/backend/internal/hostbase"
 	"github.com/execbox/execbox/internal/cleanup"
 	"github.com/execbox/execbox/internal/hostview"
-	"github.com/execbox/execbox/internal/workdir"
 	"github.com/execbox/execbox/sandbox"
 )
 
@@ -72,6 +71,3 @@ func (s *Sandbox) teardown() error {
 	}
 	return err
 }
-
-// unescapeMount is workdir's, for reading mountinfo in this package.
-var unescapeMount = workdir.UnescapeMount

@@ -10,7 +10,6 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/execbox/execbox/backend/internal/hostbase"
-	"github.com/execbox/execbox/internal/cgroups"
 	"github.com/execbox/execbox/sandbox"
 )
 
@@ -86,8 +85,8 @@ func (b *Backend) probe(h *host) error {
 	h.Own.runsc = r
 	h.Own.platform = r.platform + " (offered: " + strings.Join(r.offered, ", ") + "; kvm is never chosen on its own)"
 	h.OpenCgroups()
-	if h.Cgroups != nil && h.Cgroups.Version() == cgroups.V1 {
-		h.Own.hier = v1Hierarchies()
+	if h.Cgroups != nil {
+		h.Own.hier = h.Cgroups.Hierarchies()
 		reconcileExtra(h.Own.hier)
 	}
 	if h.Own.seccomp, h.Own.rules, err = seccompPolicy(); err != nil {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/execbox/execbox/internal/testutil"
+	"github.com/execbox/execbox/internal/workdir"
 	"github.com/execbox/execbox/sandbox"
 )
 
@@ -32,10 +33,10 @@ func hostProcs(s string) []string {
 }
 
 // myLeaves lists this process's cgroup leaves in every v1 hierarchy.
-func myLeaves() []string {
+func myLeaves(b *Backend) []string {
 	var out []string
 	prefix := "execbox-" + strconv.Itoa(os.Getpid()) + "-"
-	for _, mp := range v1Hierarchies() {
+	for _, mp := range b.Host().Cgroups.Hierarchies() {
 		ents, _ := os.ReadDir(filepath.Join(mp, "execbox"))
 		for _, e := range ents {
 			if strings.HasPrefix(e.Name(), prefix) {
@@ -46,16 +47,10 @@ func myLeaves() []string {
 	return out
 }
 
-// myMounts lists the mounts below dir.
-func myMounts(dir string) []string {
-	data, _ := os.ReadFile("/proc/self/mountinfo")
-	var out []string
-	for line := range strings.Lines(string(data)) {
-		if f := strings.Fields(line); len(f) > 4 && strings.HasPrefix(unescapeMount(f[4]), dir) {
-			out = append(out, f[4])
-		}
-	}
-	return out
+// mountsUnder lists the mounts at or below dir.
+func mountsUnder(dir string) []string {
+	mps, _ := workdir.MountsUnder(dir)
+	return mps
 }
 
 // Nothing outlives a sandbox: after many runs, some ending normally, some
@@ -73,7 +68,7 @@ func TestNoLeftovers(t *testing.T) {
 	go func() { done <- testutil.Exec(t, sb, "/bin/sleep", "2") }()
 	var procs, leaves, mounts []string
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		procs, leaves, mounts = hostProcs(b.WorkRoot()), myLeaves(), myMounts(b.WorkRoot())
+		procs, leaves, mounts = hostProcs(b.WorkRoot()), myLeaves(b), mountsUnder(b.WorkRoot())
 		if len(procs) >= 3 {
 			break
 		}
@@ -137,10 +132,10 @@ func TestNoLeftovers(t *testing.T) {
 		for _, p := range hostProcs(b.WorkRoot()) {
 			left = append(left, "process "+p)
 		}
-		for _, l := range myLeaves() {
+		for _, l := range myLeaves(b) {
 			left = append(left, "cgroup "+l)
 		}
-		for _, m := range myMounts(b.WorkRoot()) {
+		for _, m := range mountsUnder(b.WorkRoot()) {
 			left = append(left, "mount "+m)
 		}
 		ents, err := os.ReadDir(base)

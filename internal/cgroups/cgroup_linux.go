@@ -49,6 +49,15 @@ func (c *Cgroup) Name() string { return c.name }
 // Dirs are the leaf directories: one per v1 hierarchy, or the v2 leaf.
 func (c *Cgroup) Dirs() []string { return slices.Clone(c.dirs) }
 
+// Path is the leaf's path from the root of its hierarchy (the same in
+// every v1 hierarchy), as an OCI runtime's linux.cgroupsPath names it.
+func (c *Cgroup) Path() string {
+	if c.m.version == V2 {
+		return "/" + strings.TrimLeft(strings.TrimPrefix(c.dirs[0], c.m.v2mount), "/")
+	}
+	return "/" + parentName + "/" + c.name
+}
+
 // dir is the leaf directory that carries controller.
 func (c *Cgroup) dir(controller string) string {
 	if c.m.version == V2 {

@@ -48,6 +48,7 @@ func detect(mounts []mountEntry, self map[string]string) *Manager {
 		} else if m, err := openV2(base); err != nil {
 			why2 = "cgroup v2: " + err.Error()
 		} else {
+			m.v2mount = mnt.point
 			return m
 		}
 	}
@@ -56,6 +57,11 @@ func detect(mounts []mountEntry, self map[string]string) *Manager {
 		return &Manager{version: None, reason: why2 + "; cgroup v1: " + err.Error(), mech: map[string]string{}}
 	}
 	m.reason = why2 + "; using cgroup v1 (" + m.reason + ")"
+	for _, e := range mounts {
+		if e.fstype == "cgroup" {
+			m.v1all = append(m.v1all, e.point)
+		}
+	}
 	return m
 }
 

@@ -18,11 +18,14 @@ type Manager struct {
 
 	// v2: the delegated cgroup leaves are made under, and which of the
 	// controllers it can enable for them.
-	v2base string
-	v2ctrl []string
+	v2base  string
+	v2ctrl  []string
+	v2mount string // where the v2 hierarchy is mounted
 
-	// v1: one entry per hierarchy, freezer's first.
-	v1 []hierarchy
+	// v1: one entry per hierarchy, freezer's first; every v1 hierarchy's
+	// mount point, those not used here included.
+	v1    []hierarchy
+	v1all []string
 }
 
 // hierarchy is one mounted v1 hierarchy and the controllers it carries
@@ -60,6 +63,16 @@ func (m *Manager) Mechanisms() map[string]string {
 		out[k] = v
 	}
 	return out
+}
+
+// Hierarchies are the mount points of every v1 hierarchy, those this
+// package does not use included (an OCI runtime given a leaf's Path makes
+// leaves of that name in them); nil unless the version is v1.
+func (m *Manager) Hierarchies() []string {
+	if m.version != V1 {
+		return nil
+	}
+	return slices.Clone(m.v1all)
 }
 
 // parents are the directories leaves are made in: one per v1 hierarchy,

@@ -73,7 +73,7 @@ func (m *Manager) Reconcile() (removed []string, err error) {
 	}
 	slices.Sort(names)
 	for _, name := range names {
-		pid, ok := leafPID(name)
+		pid, ok := LeafOwner(name)
 		if !ok || !stale(name, pid) {
 			continue
 		}
