@@ -48,9 +48,6 @@ func build(cfg Config, s sandbox.Settings) sandbox.Backend {
 		Enforcement:   enforcement,
 		HealthDetails: healthDetails,
 		Ready:         ready,
-		ProbeFailed: func(_ *host, res *sandbox.Result) string {
-			return fmt.Sprintf("probe /bin/true ended %s (exit %d): %s %s", res.Reason, res.ExitCode, res.Message, res.Stderr)
-		},
 	})
 	return b
 }

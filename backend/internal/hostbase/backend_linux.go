@@ -24,7 +24,8 @@ const (
 )
 
 // Options describe a backend to the core. F is the type of the facts the
-// backend finds out about the host itself.
+// backend finds out about the host itself. Only Name and Isolation are
+// required; a nil func has the default its comment names.
 type Options[F any] struct {
 	// Name is the backend's registered name; errors say "<name> backend"
 	// and carry the code "<name>_unavailable".
@@ -42,7 +43,8 @@ type Options[F any] struct {
 	// removing everything under the base.
 	CloseEmpty bool
 	// CgroupPids is a sandbox cgroup's pids limit for Limits.Pids: the
-	// backend's own processes and threads are in the cgroup too.
+	// backend's own processes and threads are in the cgroup too. Default:
+	// Limits.Pids.
 	CgroupPids func(pids int) int
 	// HostNetwork is Enforcement["network"] of a sandbox on the host's
 	// network.
@@ -50,28 +52,61 @@ type Options[F any] struct {
 
 	// Probe finds the backend's own facts and prepares the host, with
 	// Host.OpenCgroups and Host.OpenBase in the order it needs; its error
-	// makes the backend unavailable.
+	// makes the backend unavailable. Default: OpenCgroups, OpenBase.
 	Probe func(h *Host[F]) error
-	// Enforcement says how each limit is enforced on this host
-	// (Host.Enforcement has the shared part).
+	// Enforcement says how each limit is enforced on this host. Default:
+	// Host.Enforcement, the part the backends share.
 	Enforcement func(h *Host[F]) map[string]string
 	// ReconcileMore removes what the backend's runs leave beyond cgroups
 	// and work dirs; it runs after the cgroups are reconciled.
 	ReconcileMore func(h *Host[F])
 
-	// HealthDetails are the facts Health shows.
+	// HealthDetails are the facts Health shows. Default: the cgroups.
 	HealthDetails func(h *Host[F]) map[string]string
 	// Ready is the Health reason once the probe's /bin/true ran, which
-	// took took.
+	// took took. Default: the cgroups.
 	Ready func(h *Host[F], took time.Duration) string
 	// ProbeFailed is the Health reason when the probe's /bin/true did not
-	// succeed.
+	// succeed. Default: how it ended, its message and stderr.
 	ProbeFailed func(h *Host[F], res *sandbox.Result) string
 	// Unavailable prefixes the Health reason of an unusable host.
 	Unavailable string
 	// ProbeTimeout bounds the health probe (default 10 s); ProbeWall is
 	// its program's wall-clock limit (default: the default limit).
 	ProbeTimeout, ProbeWall time.Duration
+}
+
+// withDefaults fills in the funcs left nil.
+func (o Options[F]) withDefaults() Options[F] {
+	if o.ProbeTimeout == 0 {
+		o.ProbeTimeout = 10 * time.Second
+	}
+	if o.CgroupPids == nil {
+		o.CgroupPids = func(pids int) int { return pids }
+	}
+	if o.Probe == nil {
+		o.Probe = func(h *Host[F]) error {
+			h.OpenCgroups()
+			return h.OpenBase()
+		}
+	}
+	if o.Enforcement == nil {
+		o.Enforcement = func(h *Host[F]) map[string]string {
+			return h.Enforcement(o.CgroupPids(0), "the backend's own processes")
+		}
+	}
+	if o.HealthDetails == nil {
+		o.HealthDetails = func(h *Host[F]) map[string]string { return map[string]string{"cgroups": h.CgroupInfo} }
+	}
+	if o.Ready == nil {
+		o.Ready = func(h *Host[F], _ time.Duration) string { return h.CgroupInfo }
+	}
+	if o.ProbeFailed == nil {
+		o.ProbeFailed = func(_ *Host[F], res *sandbox.Result) string {
+			return fmt.Sprintf("probe /bin/true ended %s (exit %d): %s %s", res.Reason, res.ExitCode, res.Message, res.Stderr)
+		}
+	}
+	return o
 }
 
 // Backend is the shared part of a backend: it probes the host, says what
@@ -95,10 +130,7 @@ type Backend[F any] struct {
 // NewBackend returns the core of backend self for settings s. It only
 // records them; the host is looked at on first use.
 func NewBackend[F any](self sandbox.Backend, s sandbox.Settings, o Options[F]) *Backend[F] {
-	if o.ProbeTimeout == 0 {
-		o.ProbeTimeout = 10 * time.Second
-	}
-	return &Backend[F]{Self: self, opts: o, root: filepath.Join(s.Root(), o.Name), defaults: s.DefaultLimits()}
+	return &Backend[F]{Self: self, opts: o.withDefaults(), root: filepath.Join(s.Root(), o.Name), defaults: s.DefaultLimits()}
 }
 
 // Name is the registered name.

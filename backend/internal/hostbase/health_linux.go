@@ -47,9 +47,12 @@ func (b *Backend[F]) probeHealth(ctx context.Context, h *Host[F]) (ok, ready boo
 }
 
 // Expire makes the kept Health answer, and the host probe if it found the
-// host unusable, as old as TTL: the next use probes again. For tests of
-// the TTL rule.
+// host unusable, as old as TTL: the next use probes again (with TTL 0
+// nothing expires). For tests of the TTL rule.
 func (b *Backend[F]) Expire() {
+	if b.opts.TTL == 0 {
+		return
+	}
 	old := time.Now().Add(-b.opts.TTL - time.Second)
 	b.healthMu.Lock()
 	if b.health != nil {
