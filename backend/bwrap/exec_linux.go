@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/execbox/execbox/backend/internal/hostbase"
+	"github.com/execbox/execbox/internal/cleanup"
 	"github.com/execbox/execbox/internal/hostview"
 	"github.com/execbox/execbox/internal/nsinit"
 	"github.com/execbox/execbox/internal/proc"
@@ -119,14 +120,13 @@ type served struct {
 // 65534 with an empty environment (its PID-1 helper would otherwise keep
 // the launcher's environment readable in /proc/1/environ) and only the fds
 // listed here.
-func (s *Sandbox) newLaunch() (l *launch, err error) {
-	l = &launch{s: s, pidfd: -1}
-	defer func() {
-		if err != nil {
-			l.closeChildEnds()
-			l.close()
-		}
-	}()
+func (s *Sandbox) newLaunch() (*launch, error) {
+	l := &launch{s: s, pidfd: -1}
+	cu := cleanup.Make(func() {
+		l.closeChildEnds()
+		l.close()
+	})
+	defer cu.Clean()
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("creating the control socket: %w", err)
@@ -184,6 +184,7 @@ func (s *Sandbox) newLaunch() (l *launch, err error) {
 			l.cmd.SysProcAttr.UseCgroupFD, l.cmd.SysProcAttr.CgroupFD = true, fd
 		}
 	}
+	cu.Release()
 	return l, nil
 }
 

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/execbox/execbox/backend/internal/hostbase"
+	"github.com/execbox/execbox/internal/cleanup"
 	"github.com/execbox/execbox/internal/seccomp"
 	"github.com/execbox/execbox/sandbox"
 )
@@ -78,10 +79,11 @@ func build(cfg Config, s sandbox.Settings) sandbox.Backend {
 // probe finds bwrap, cgroups (reconciling what a crashed execbox left),
 // the seccomp filter and this executable, and makes this process's base
 // dir, which uid 65534 must be able to reach.
-func (b *Backend) probe(h *host) (err error) {
+func (b *Backend) probe(h *host) error {
 	if h.Rootless() {
 		return errors.New("the bwrap backend runs as root: it starts bwrap as uid 65534 and mounts size-limited tmpfs for /tmp and the work dir (rootless execbox: use the native backend)")
 	}
+	var err error
 	if h.Own.bwrap, err = exec.LookPath(b.cfg.Path); err != nil {
 		return fmt.Errorf("bwrap.path %q: %w", b.cfg.Path, err)
 	}
@@ -99,12 +101,11 @@ func (b *Backend) probe(h *host) (err error) {
 	if err != nil {
 		return fmt.Errorf("opening this executable (the sandbox init): %w", err)
 	}
-	defer func() {
-		if err != nil {
-			h.Own.exe.Close()
-			h.Own.exe = nil
-		}
-	}()
+	cu := cleanup.Make(func() {
+		h.Own.exe.Close()
+		h.Own.exe = nil
+	})
+	defer cu.Clean()
 	if err := os.MkdirAll(h.WorkRoot(), 0o711); err != nil {
 		return fmt.Errorf("creating work root: %w", err)
 	}
@@ -113,7 +114,11 @@ func (b *Backend) probe(h *host) (err error) {
 	if err := searchable(h.WorkRoot()); err != nil {
 		return err
 	}
-	return h.OpenBase()
+	if err := h.OpenBase(); err != nil {
+		return err
+	}
+	cu.Release()
+	return nil
 }
 
 // searchable checks that uid/gid 65534 may pass through dir and every
