@@ -62,6 +62,19 @@
 // coreutils 9 fail; a FIFO made inside the sandbox lives in the sentry's
 // memory, never in the work dir.
 //
+// # Files
+//
+// The host probe, health cache, reconcile, close, the sandbox's directory,
+// cgroup and work dir, WriteFiles and Artifacts are
+// backend/internal/hostbase's. This package keeps its phases: gvisor.go
+// (config, registration), probe_linux.go (runsc and its platform, the
+// enforcement table, health texts), create_linux.go and rootfs_linux.go
+// (the bundle's directories and root skeleton), bundle_linux.go (the OCI
+// spec of one Exec), exec_linux.go (running, watching CPU time, killing
+// and cleaning up after runsc), runsc_linux.go (runsc's command line and
+// logs), cgroup_linux.go (the cgroup leaves runsc makes) and
+// seccomp_linux.go (the policy in OCI form).
+//
 // # Concurrency
 //
 // A Backend is safe for concurrent use. A Sandbox is used by one goroutine
