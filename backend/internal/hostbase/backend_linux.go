@@ -111,10 +111,9 @@ func (o Options[F]) withDefaults() Options[F] {
 
 // Backend is the shared part of a backend: it probes the host, says what
 // the backend can enforce and whether it works, reconciles and closes.
-// The backend embeds it and adds Create; Self is that backend, which the
-// health probe runs a sandbox of.
+// The backend embeds it and adds Create.
 type Backend[F any] struct {
-	Self     sandbox.Backend
+	self     sandbox.Backend // the embedding backend, whose sandbox Health starts
 	opts     Options[F]
 	root     string // this backend's directory under Settings.WorkRoot
 	defaults sandbox.Limits
@@ -127,10 +126,11 @@ type Backend[F any] struct {
 	health   *sandbox.Health
 }
 
-// NewBackend returns the core of backend self for settings s. It only
-// records them; the host is looked at on first use.
+// NewBackend returns the core of backend self (the backend that embeds
+// it) for settings s. It only records them; the host is looked at on
+// first use.
 func NewBackend[F any](self sandbox.Backend, s sandbox.Settings, o Options[F]) *Backend[F] {
-	return &Backend[F]{Self: self, opts: o.withDefaults(), root: filepath.Join(s.Root(), o.Name), defaults: s.DefaultLimits()}
+	return &Backend[F]{self: self, opts: o.withDefaults(), root: filepath.Join(s.Root(), o.Name), defaults: s.DefaultLimits()}
 }
 
 // Name is the registered name.

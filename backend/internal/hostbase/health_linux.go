@@ -36,7 +36,7 @@ func (b *Backend[F]) probeHealth(ctx context.Context, h *Host[F]) (ok, ready boo
 	ctx, cancel := context.WithTimeout(ctx, b.opts.ProbeTimeout)
 	defer cancel()
 	start := time.Now()
-	res, err := sandbox.Run(ctx, b.Self, sandbox.Spec{Limits: sandbox.Limits{Wall: b.opts.ProbeWall}}, &sandbox.Process{Args: []string{"/bin/true"}})
+	res, err := sandbox.Run(ctx, b.self, sandbox.Spec{Limits: sandbox.Limits{Wall: b.opts.ProbeWall}}, &sandbox.Process{Args: []string{"/bin/true"}})
 	switch {
 	case err != nil:
 		return false, false, "probe failed: " + err.Error()

@@ -197,8 +197,9 @@ func (s *Sandbox) Account(res *sandbox.Result, killed bool, l sandbox.Limits) sa
 		res.Message = strings.TrimSpace(res.Message + " (cgroup stats unavailable: " + err.Error() + ")")
 		return ""
 	}
-	defer func() { s.last = after }()
-	return cgroups.Explain(res, s.last, after, l, killed)
+	r := cgroups.Explain(res, s.last, after, l, killed)
+	s.last = after
+	return r
 }
 
 // Close ends a running Exec and removes everything of the sandbox.
