@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -22,7 +20,7 @@ import (
 
 // run runs p in a fresh gVisor sandbox under this sandbox's cgroup.
 func (s *Sandbox) run(ctx context.Context, p *sandbox.Process) (*sandbox.Result, error) {
-	if err := s.checkDir(p.Dir); err != nil {
+	if err := s.Work.CheckDir(p.Dir); err != nil {
 		return nil, err
 	}
 	if err := s.writeBundle(p); err != nil {
@@ -102,28 +100,6 @@ func (s *Sandbox) account(res *sandbox.Result, killed bool) {
 		res.ExitCode, res.Signal = -1, "SIGKILL"
 		res.Message = fmt.Sprintf("the memory limit of %d bytes was reached; the host kernel's OOM killer ended the gVisor sandbox", l.Memory)
 	}
-}
-
-// checkDir makes sure the working directory exists in the work dir, found
-// without following a symlink.
-func (s *Sandbox) checkDir(dir string) error {
-	if dir == "" {
-		return nil
-	}
-	root, err := unix.Open(s.Work.Path, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return sandbox.Errorf(sandbox.ErrInternal, "workdir_failed", "opening the work dir: %w", err)
-	}
-	defer unix.Close(root)
-	fd, err := unix.Openat2(root, dir, &unix.OpenHow{
-		Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC,
-		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
-	})
-	if err != nil {
-		return sandbox.Errorf(sandbox.ErrInvalid, "dir_not_found", "working directory %s is not a directory in the work dir: %w", dir, err)
-	}
-	unix.Close(fd)
-	return nil
 }
 
 // cpuPoll is how often the CPU time of a running sandbox is checked.
@@ -211,7 +187,10 @@ func waitExit(p *os.Process, d time.Duration) {
 func sweep(cg *cgroups.Cgroup) error {
 	deadline := time.Now().Add(2 * time.Second)
 	for wait := time.Millisecond; ; wait = min(2*wait, 20*time.Millisecond) {
-		pids := cgroupProcs(cg)
+		pids, err := cg.Procs()
+		if err != nil {
+			return cg.Kill()
+		}
 		if len(pids) == 0 {
 			return nil
 		}
@@ -223,23 +202,6 @@ func sweep(cg *cgroups.Cgroup) error {
 		}
 		time.Sleep(wait)
 	}
-}
-
-// cgroupProcs lists the processes in any of the cgroup's leaves.
-func cgroupProcs(cg *cgroups.Cgroup) []int {
-	var out []int
-	for _, d := range cg.Dirs() {
-		data, err := os.ReadFile(filepath.Join(d, "cgroup.procs"))
-		if err != nil {
-			continue
-		}
-		for _, f := range strings.Fields(string(data)) {
-			if pid, err := strconv.Atoi(f); err == nil && !slices.Contains(out, pid) {
-				out = append(out, pid)
-			}
-		}
-	}
-	return out
 }
 
 // cleanup removes what a run may leave: runsc's state (only when runsc

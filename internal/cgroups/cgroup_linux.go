@@ -106,7 +106,7 @@ func (c *Cgroup) Stats() (Stats, error) {
 	if err != nil {
 		return Stats{}, fmt.Errorf("reading stats of cgroup %s: %w", c.name, err)
 	}
-	pids, err := c.procs()
+	pids, err := c.Procs()
 	if err != nil {
 		return Stats{}, fmt.Errorf("reading stats of cgroup %s: %w", c.name, err)
 	}
@@ -177,9 +177,9 @@ func (c *Cgroup) remove() error {
 	return errors.Join(errs...)
 }
 
-// procs lists the processes in the cgroup: the union over all leaves. A
+// Procs lists the processes in the cgroup: the union over all leaves. A
 // leaf that is gone counts as empty.
-func (c *Cgroup) procs() ([]int, error) {
+func (c *Cgroup) Procs() ([]int, error) {
 	var out []int
 	for _, d := range c.dirs {
 		data, err := os.ReadFile(filepath.Join(d, "cgroup.procs"))
@@ -202,7 +202,7 @@ func (c *Cgroup) procs() ([]int, error) {
 func (c *Cgroup) waitEmpty(d time.Duration) (left int, err error) {
 	deadline := time.Now().Add(d)
 	for wait := 200 * time.Microsecond; ; wait = min(2*wait, 20*time.Millisecond) {
-		pids, err := c.procs()
+		pids, err := c.Procs()
 		if err != nil || len(pids) == 0 || time.Now().After(deadline) {
 			return len(pids), err
 		}
@@ -212,7 +212,7 @@ func (c *Cgroup) waitEmpty(d time.Duration) (left int, err error) {
 
 // signalAll sends SIGKILL to every process in the cgroup.
 func (c *Cgroup) signalAll() error {
-	pids, err := c.procs()
+	pids, err := c.Procs()
 	if err != nil {
 		return err
 	}

@@ -29,6 +29,7 @@ func (m *Manager) Hierarchies() []string                  { return nil }
 func (c *Cgroup) Name() string          { return "" }
 func (c *Cgroup) Dirs() []string        { return nil }
 func (c *Cgroup) Path() string          { return "" }
+func (c *Cgroup) Procs() ([]int, error) { return nil, errNoCgroups }
 func (c *Cgroup) FD() (int, bool)       { return -1, false }
 func (c *Cgroup) Add(int) error         { return errNoCgroups }
 func (c *Cgroup) Stats() (Stats, error) { return Stats{}, errNoCgroups }

@@ -185,6 +185,26 @@ func (w *Dir) writeOne(root int, p string, data []byte) error {
 	return nil
 }
 
+// CheckDir checks that rel ("" is the work dir itself) is a directory in
+// the work dir, found without following a symlink: ErrInvalid
+// "dir_not_found" when it is not.
+func (w *Dir) CheckDir(rel string) error {
+	if rel == "" {
+		return nil
+	}
+	root, err := unix.Open(w.Path, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return sandbox.Errorf(sandbox.ErrInternal, "workdir_failed", "opening the work dir: %w", err)
+	}
+	defer unix.Close(root)
+	fd, err := openat2(root, rel, unix.O_PATH|unix.O_DIRECTORY, 0)
+	if err != nil {
+		return sandbox.Errorf(sandbox.ErrInvalid, "dir_not_found", "working directory %s is not a directory in the work dir: %w", rel, err)
+	}
+	unix.Close(fd)
+	return nil
+}
+
 // Snapshot records the current files as the baseline: Collect returns only
 // what differs from it.
 func (w *Dir) Snapshot() error {

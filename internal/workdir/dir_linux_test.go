@@ -184,3 +184,25 @@ func TestWriteFullWorkDir(t *testing.T) {
 		t.Fatalf("Write past a full work dir = %v (code %s)", err, sandbox.CodeOf(err))
 	}
 }
+
+// CheckDir finds directories below the work dir and nothing else: not a
+// file, not a missing one, not one reached through a symlink.
+func TestCheckDir(t *testing.T) {
+	w := newWD(t)
+	if err := w.Write(map[string][]byte{"sub/deeper/f": []byte("x")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(w.Path, "sub"), filepath.Join(w.Path, "link")); err != nil {
+		t.Fatal(err)
+	}
+	for _, ok := range []string{"", "sub", "sub/deeper"} {
+		if err := w.CheckDir(ok); err != nil {
+			t.Errorf("CheckDir(%q): %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"missing", "sub/deeper/f", "link", "link/deeper", "../" + filepath.Base(w.Path)} {
+		if err := w.CheckDir(bad); !errors.Is(err, sandbox.ErrInvalid) || sandbox.CodeOf(err) != "dir_not_found" {
+			t.Errorf("CheckDir(%q) = %v, want ErrInvalid dir_not_found", bad, err)
+		}
+	}
+}
