@@ -241,11 +241,15 @@ func TestReconcile(t *testing.T) {
 	}
 }
 
+// registered is New of a backend Register made known (once per process,
+// as a backend's package variable does).
+var registered = Register("hostbase-test", func() *testConfig { return &testConfig{Size: 1} }, func(c testConfig, s sandbox.Settings) sandbox.Backend {
+	return newMini(s, Options[struct{}]{Name: "hostbase-test", Isolation: sandbox.IsolationNone})
+})
+
 // Register builds the backend from its validated section.
 func TestRegister(t *testing.T) {
-	newB := Register("hostbase-test", func() *testConfig { return &testConfig{Size: 1} }, func(c testConfig, s sandbox.Settings) sandbox.Backend {
-		return newMini(s, Options[struct{}]{Name: "hostbase-test", Isolation: sandbox.IsolationNone})
-	})
+	newB := registered
 	if _, err := newB(sandbox.Settings{Config: &testConfig{Size: -1}}); sandbox.CodeOf(err) != "config_invalid" {
 		t.Fatalf("an invalid section: %v", err)
 	}
