@@ -5,7 +5,9 @@ import (
 	"path"
 	"strconv"
 
-	"github.com/execbox/execbox/internal/rootfs"
+	"github.com/execbox/execbox/backend/internal/hostbase"
+	"github.com/execbox/execbox/internal/hostview"
+	"github.com/execbox/execbox/internal/reexec"
 	"github.com/execbox/execbox/sandbox"
 )
 
@@ -29,14 +31,14 @@ const (
 func (s *Sandbox) bwrapArgs(mounts []string) []string {
 	v := s.view
 	a := []string{"--unshare-all"}
-	if s.spec.Policy.Network == sandbox.NetworkHost {
+	if s.Spec.Policy.Network == sandbox.NetworkHost {
 		a = append(a, "--share-net")
 	}
 	fd := func(n int) string { return strconv.Itoa(n) }
 	a = append(a,
 		"--die-with-parent", "--new-session", "--as-pid-1",
-		"--uid", fd(sandboxUID), "--gid", fd(sandboxGID), "--cap-drop", "ALL",
-		"--hostname", rootfs.Hostname,
+		"--uid", fd(hostbase.UID), "--gid", fd(hostbase.GID), "--cap-drop", "ALL",
+		"--hostname", hostview.Hostname,
 		"--seccomp", fd(fdSeccomp), "--info-fd", fd(fdInfo), "--block-fd", fd(fdBlock),
 	)
 	// bwrap would make /etc 0700; the generated files' parents are 0755.
@@ -67,7 +69,7 @@ func (s *Sandbox) bwrapArgs(mounts []string) []string {
 		a = append(a, "--symlink", l.Target, l.Path)
 	}
 	a = append(a, "--remount-ro", "/dev")
-	a = append(a, "--bind", s.tmpDir, rootfs.Tmp, "--bind", s.wd.Path, rootfs.WorkDir)
+	a = append(a, "--bind", s.tmpDir, hostview.Tmp, "--bind", s.Work.Path, hostview.WorkDir)
 	for i, m := range v.Mounts {
 		op := "--ro-bind"
 		if m.Writable {
@@ -80,7 +82,8 @@ func (s *Sandbox) bwrapArgs(mounts []string) []string {
 
 // command is bwrap's argv: the arguments come through fdArgs (bwrap takes
 // the command only from its real argv), then the init, run through the fd
-// execbox holds on its own executable.
+// execbox holds on its own executable as its registered entry point (bwrap
+// sets argv[0] itself, so the entry point's marker is the one argument).
 func command() []string {
-	return []string{"bwrap", "--args", strconv.Itoa(fdArgs), "--", "/proc/self/fd/" + strconv.Itoa(fdExe), initMarker}
+	return []string{"bwrap", "--args", strconv.Itoa(fdArgs), "--", "/proc/self/fd/" + strconv.Itoa(fdExe), reexec.Arg0(initEntry)}
 }

@@ -2,18 +2,16 @@ package bwrap
 
 import (
 	"errors"
-	"path/filepath"
-	"sync"
 
-	"github.com/execbox/execbox/sandbox"
+	"github.com/execbox/execbox/backend/internal/hostbase"
 )
 
 // Name is the registered name of this backend.
 const Name = "bwrap"
 
-func init() {
-	sandbox.Register(sandbox.Registration{Name: Name, New: New, Config: func() any { return DefaultConfig() }})
-}
+// New returns the bwrap backend for settings s. It only records the
+// settings; the host is looked at on first use.
+var New = hostbase.Register(Name, DefaultConfig, build)
 
 // Config is the backend's configuration section (bwrap.*).
 type Config struct {
@@ -32,30 +30,3 @@ func (c *Config) Validate() error {
 	}
 	return nil
 }
-
-// Backend runs sandboxes with bubblewrap under execbox's cgroups and
-// seccomp policy. It is safe for concurrent use.
-type Backend struct {
-	cfg      Config
-	workRoot string // this backend's directory under Settings.WorkRoot
-	defaults sandbox.Limits
-
-	envMu sync.Mutex
-	env   *hostEnv // facts about the host
-
-	healthMu sync.Mutex
-	health   *cachedHealth
-}
-
-// New returns the bwrap backend for settings s. It only records the
-// settings; the host is looked at on first use.
-func New(s sandbox.Settings) (sandbox.Backend, error) {
-	cfg := sandbox.ConfigOf(s, DefaultConfig)
-	if err := cfg.Validate(); err != nil {
-		return nil, sandbox.Errorf(sandbox.ErrInvalid, "config_invalid", "%w", err)
-	}
-	return &Backend{cfg: *cfg, workRoot: filepath.Join(s.Root(), Name), defaults: s.DefaultLimits()}, nil
-}
-
-// Name is "bwrap".
-func (b *Backend) Name() string { return Name }

@@ -1,5 +1,5 @@
 // Package bwrap runs sandboxes with bubblewrap (the bwrap binary), under
-// the same policy as the native backend: the host view of internal/rootfs
+// the same policy as the native backend: the host view of internal/hostview
 // read-only, a size-limited noexec /tmp and work dir, every namespace
 // unshared, uid 65534, no capabilities, execbox's seccomp filter and a
 // cgroup for memory, pids and CPU. Isolation level: process. It needs
@@ -21,14 +21,15 @@
 //	8    --block-fd: the sandbox waits here until it is in its cgroup
 //	9…   one memfd per generated /etc file (--file)
 //
-// and argv `bwrap --args 5 -- /proc/self/fd/4 --execbox-bwrap-init`. The
-// arguments are, in order:
+// and argv `bwrap --args 5 -- /proc/self/fd/4 execbox-reexec:bwrap-init`
+// (internal/reexec's marker of the entry point as the one argument: bwrap
+// sets argv[0] itself). The arguments are, in order:
 //
 //	--unshare-all [--share-net for network=host] --die-with-parent
 //	--new-session --as-pid-1 --uid 65534 --gid 65534 --cap-drop ALL
 //	--hostname sandbox --seccomp 6 --info-fd 7 --block-fd 8
 //	--perms 0755 --dir /etc
-//	--ro-bind P P                      each bind of the rootfs.View
+//	--ro-bind P P                      each bind of the hostview.View
 //	--symlink T P                      the merged-/usr links
 //	--perms 0644 --file 9 /etc/passwd  … group, hosts, hostname
 //	--proc /proc
@@ -64,10 +65,11 @@
 //
 // The init: with --as-pid-1 bwrap has no PID-1 helper of its own (which
 // would hold the launcher's environment); PID 1 is execbox's executable,
-// run through fd 4 and caught by this package's init function. It is not
-// dumpable (the program can neither ptrace it nor read its /proc files),
-// marks every fd above 2 close-on-exec, reads the config (argv, env, work
-// dir, rlimits: nofile, fsize, cpu, core 0) from the socket, starts the
+// run through fd 4 as the registered reexec entry point "bwrap-init". It
+// is not dumpable (the program can neither ptrace it nor read its /proc
+// files), marks every fd above 2 close-on-exec, reads the config (argv,
+// env, work dir, rlimits: nofile, fsize, cpu, core 0) from the socket in
+// internal/nsinit's framing (WriteMsg/ReadMsg), starts the
 // program, reaps until it ends and reports the exact wait status — bwrap
 // alone folds a signal into exit code 128+n. It catches the signals on
 // which the Go runtime would exit, so kill(1, …) from the program cannot
@@ -111,6 +113,16 @@
 // directory (so a writable bind's source is never emptied). On first use
 // the backend reconciles cgroups of dead execbox processes and the
 // <pid>.<random> directories of processes that are gone, mounts first.
+//
+// # Files
+//
+// The host probe, health cache, reconcile, close, the sandbox's directory,
+// cgroup and work dir, WriteFiles and Artifacts are backend/internal/hostbase's.
+// This package keeps its phases: bwrap.go (config, registration),
+// probe_linux.go (finding bwrap, the enforcement table, health texts),
+// create_linux.go (host binds, /tmp's mount point), args_linux.go (bwrap's
+// argument list), exec_linux.go (starting bwrap, placing and releasing the
+// sandbox, killing it) and init_linux.go (the sandbox's PID 1).
 //
 // # Concurrency
 //

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"os"
 	"os/exec"
 	"path"
@@ -13,33 +12,22 @@ import (
 	"strings"
 	"sync"
 	"syscall"
-	"time"
 
 	"golang.org/x/sys/unix"
 
-	"github.com/execbox/execbox/internal/cgroups"
+	"github.com/execbox/execbox/backend/internal/hostbase"
+	"github.com/execbox/execbox/internal/cleanup"
+	"github.com/execbox/execbox/internal/hostview"
 	"github.com/execbox/execbox/internal/nsinit"
 	"github.com/execbox/execbox/internal/proc"
-	"github.com/execbox/execbox/internal/rootfs"
 	"github.com/execbox/execbox/sandbox"
 )
 
-// Exec runs p in a fresh bwrap under this sandbox's cgroup.
-func (s *Sandbox) Exec(ctx context.Context, p *sandbox.Process) (*sandbox.Result, error) {
-	if err := p.Validate(); err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	if err := s.guard.Begin(s.id, cancel); err != nil {
-		return nil, err
-	}
-	defer s.guard.Done()
-
-	l := s.spec.Limits
-	wall := p.WallLimit(l)
+// run runs p in a fresh bwrap under this sandbox's cgroup.
+func (s *Sandbox) run(ctx context.Context, p *sandbox.Process) (*sandbox.Result, error) {
 	// A fresh /tmp for every Exec.
-	if err := unix.Mount("tmpfs", s.tmpDir, "tmpfs", s.tmpFlags(), tmpfsOpts(l.TmpSize, 0o1777)); err != nil {
+	opts := hostbase.TmpfsOptions(s.Spec.Limits.TmpSize, 0o1777, hostbase.UID, hostbase.GID)
+	if err := unix.Mount("tmpfs", s.tmpDir, "tmpfs", s.tmpFlags(), opts); err != nil {
 		return nil, sandbox.Errorf(sandbox.ErrInternal, "tmp_failed", "mounting /tmp: %w", err)
 	}
 	defer unix.Unmount(s.tmpDir, unix.MNT_DETACH)
@@ -52,17 +40,13 @@ func (s *Sandbox) Exec(ctx context.Context, p *sandbox.Process) (*sandbox.Result
 	done := make(chan served, 1)
 	go func() { done <- ln.serve(s.initConfig(p)) }()
 	cmd := ln.cmd
-	out, err := proc.Run(ctx, cmd, proc.Options{
-		Wall: wall, Output: l.Output, OutputLimitKill: l.OutputLimitKill,
-		Stdin: p.Stdin, Stdout: p.Stdout, Stderr: p.Stderr,
-		Kill: func() error {
-			err := ln.kill(cmd.Process.Pid)
-			if s.cg != nil {
-				err = errors.Join(err, s.cg.Kill())
-			}
-			return err
-		},
-	})
+	out, err := proc.Run(ctx, cmd, s.Supervision(p, func() error {
+		err := ln.kill(cmd.Process.Pid)
+		if s.Cgroup != nil {
+			err = errors.Join(err, s.Cgroup.Kill())
+		}
+		return err
+	}))
 	// bwrap has exited. Its sandbox is dead or must be (it may still sit
 	// before the block fd if bwrap was killed early); only then may the
 	// block fd close, since a closed block fd lets the sandbox go on.
@@ -72,37 +56,20 @@ func (s *Sandbox) Exec(ctx context.Context, p *sandbox.Process) (*sandbox.Result
 	if err != nil {
 		return nil, sandbox.Errorf(sandbox.ErrInternal, "start_failed", "starting bwrap: %w", err)
 	}
-	res := out.Result(s.id, Name, sandbox.IsolationProcess)
+	res := s.Result(out)
 	res.Usage = out.Usage() // bwrap waited for the init, which waited for the program
-	res.Enforcement = maps.Clone(s.enforcement)
-	killed := out.Reason == sandbox.ReasonTimeout || out.Reason == sandbox.ReasonCanceled || out.Reason == sandbox.ReasonOutputLimit
-	switch {
-	case sv.err != nil && killed:
-		res.ExitCode, res.Signal = -1, "SIGKILL"
-	case sv.err != nil:
+	var lost string
+	if sv.err != nil {
 		// bwrap failed before or while setting up; it says why on stderr.
-		res.Reason, res.ExitCode, res.Signal = sandbox.ReasonSandboxError, -1, ""
-		res.Message = "the bwrap sandbox failed: " + sv.err.Error()
+		lost = "the bwrap sandbox failed: " + sv.err.Error()
 		if msg := lastLine(res.Stderr); msg != "" {
-			res.Message += "; " + msg
-		}
-	case sv.st.Code == nsinit.CodeNotFound || sv.st.Code == nsinit.CodeDirNotFound:
-		return nil, sandbox.Errorf(sandbox.ErrInvalid, sv.st.Code, "%s", sv.st.Error)
-	case sv.st.Error != "":
-		res.Reason, res.ExitCode, res.Signal = sandbox.ReasonSandboxError, -1, ""
-		res.Message = "setting up the sandbox: " + sv.st.Error
-	default:
-		res.ExitCode, res.Signal = sv.st.ExitCode, ""
-		if sv.st.Signal != 0 {
-			res.Signal = unix.SignalName(syscall.Signal(sv.st.Signal))
-		}
-		if !killed {
-			res.Reason = sandbox.ReasonOf(syscall.Signal(sv.st.Signal))
+			lost += "; " + msg
 		}
 	}
-	if s.cg != nil {
-		s.applyStats(res, killed)
+	if err := hostbase.InitResult(res, out.Killed(), sv.st, lost); err != nil {
+		return nil, err
 	}
+	s.Account(res, out.Killed(), s.Spec.Limits)
 	return res, nil
 }
 
@@ -118,41 +85,14 @@ func lastLine(s string) string {
 	return s
 }
 
-// applyStats adds the cgroup's view: usage, and OOM kills or the pids
-// limit as the reason a failed program ended.
-func (s *Sandbox) applyStats(res *sandbox.Result, killed bool) {
-	after, err := s.cg.Stats()
-	if err != nil {
-		res.Message = strings.TrimSpace(res.Message + " (cgroup stats unavailable: " + err.Error() + ")")
-		return
-	}
-	cgroups.Explain(res, s.last, after, s.spec.Limits, killed)
-	s.last = after
-}
-
 // initConfig is the init's config for p.
 func (s *Sandbox) initConfig(p *sandbox.Process) *initConfig {
-	l := s.spec.Limits
-	fixed := map[string]string{"HOME": rootfs.WorkDir, "TMPDIR": rootfs.Tmp, "PATH": "/usr/local/bin:/usr/bin:/bin"}
-	cpu := uint64(max(l.CPUTime/time.Second, 1))
-	rl := []nsinit.Rlimit{
-		{Resource: unix.RLIMIT_NOFILE, Cur: uint64(l.NoFile), Max: uint64(l.NoFile)},
-		{Resource: unix.RLIMIT_FSIZE, Cur: uint64(l.FileSize), Max: uint64(l.FileSize)},
-		// SIGXCPU at the soft limit (reason cpu_limit), SIGKILL a second later.
-		{Resource: unix.RLIMIT_CPU, Cur: cpu, Max: cpu + 1},
-		{Resource: unix.RLIMIT_CORE, Cur: 0, Max: 0},
-	}
-	if s.cg == nil {
-		rl = append(rl,
-			nsinit.Rlimit{Resource: unix.RLIMIT_AS, Cur: uint64(l.Memory), Max: uint64(l.Memory)},
-			nsinit.Rlimit{Resource: unix.RLIMIT_NPROC, Cur: uint64(l.Pids + helperTasks), Max: uint64(l.Pids + helperTasks)},
-		)
-	}
+	fixed := map[string]string{"HOME": hostview.WorkDir, "TMPDIR": hostview.Tmp, "PATH": "/usr/local/bin:/usr/bin:/bin"}
 	return &initConfig{
 		Args:    p.Args,
-		Env:     sandbox.BuildEnv(os.Environ(), s.spec.Policy, fixed, s.spec.Env, p.Env),
-		Dir:     path.Join(rootfs.WorkDir, p.Dir),
-		Rlimits: rl,
+		Env:     sandbox.BuildEnv(os.Environ(), s.Spec.Policy, fixed, s.Spec.Env, p.Env),
+		Dir:     path.Join(hostview.WorkDir, p.Dir),
+		Rlimits: hostbase.Rlimits(s.Spec.Limits, s.Cgroup != nil, helperTasks),
 	}
 }
 
@@ -180,14 +120,13 @@ type served struct {
 // 65534 with an empty environment (its PID-1 helper would otherwise keep
 // the launcher's environment readable in /proc/1/environ) and only the fds
 // listed here.
-func (s *Sandbox) newLaunch() (l *launch, err error) {
-	l = &launch{s: s, pidfd: -1}
-	defer func() {
-		if err != nil {
-			l.closeChildEnds()
-			l.close()
-		}
-	}()
+func (s *Sandbox) newLaunch() (*launch, error) {
+	l := &launch{s: s, pidfd: -1}
+	cu := cleanup.Make(func() {
+		l.closeChildEnds()
+		l.close()
+	})
+	defer cu.Clean()
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("creating the control socket: %w", err)
@@ -200,7 +139,7 @@ func (s *Sandbox) newLaunch() (l *launch, err error) {
 		return nil, err
 	}
 	l.childEnds = append(l.childEnds, argsF)
-	secF, err := memfd("seccomp", s.env.filter)
+	secF, err := memfd("seccomp", s.host.Own.filter)
 	if err != nil {
 		return nil, err
 	}
@@ -217,7 +156,7 @@ func (s *Sandbox) newLaunch() (l *launch, err error) {
 	}
 	l.blockW = blockW
 	l.childEnds = append(l.childEnds, blockR)
-	extra := []*os.File{ctlChild, s.env.exe, argsF, secF, infoW, blockR}
+	extra := []*os.File{ctlChild, s.host.Own.exe, argsF, secF, infoW, blockR}
 	for _, f := range s.view.Files {
 		ff, err := memfd("file", []byte(f.Data))
 		if err != nil {
@@ -230,21 +169,22 @@ func (s *Sandbox) newLaunch() (l *launch, err error) {
 	// gets: an fd execbox inherited without close-on-exec gets it now.
 	cloexecInherited()
 	l.cmd = &exec.Cmd{
-		Path:       s.env.bwrap,
+		Path:       s.host.Own.bwrap,
 		Args:       command(),
 		Env:        []string{},
 		Dir:        "/",
 		ExtraFiles: extra,
 		SysProcAttr: &syscall.SysProcAttr{
-			Credential: &syscall.Credential{Uid: sandboxUID, Gid: sandboxGID, Groups: []uint32{}},
+			Credential: &syscall.Credential{Uid: hostbase.UID, Gid: hostbase.GID, Groups: []uint32{}},
 		},
 	}
-	if s.cg != nil {
-		if fd, ok := s.cg.FD(); ok {
+	if s.Cgroup != nil {
+		if fd, ok := s.Cgroup.FD(); ok {
 			// v2: bwrap is born in the cgroup, everything it starts too.
 			l.cmd.SysProcAttr.UseCgroupFD, l.cmd.SysProcAttr.CgroupFD = true, fd
 		}
 	}
+	cu.Release()
 	return l, nil
 }
 
@@ -314,11 +254,11 @@ func (l *launch) serve(cfg *initConfig) served {
 		l.killChild()
 		return served{err: fmt.Errorf("releasing the sandbox: %w", err)}
 	}
-	if err := writeMsg(l.ctl, cfg); err != nil {
+	if err := nsinit.WriteMsg(l.ctl, cfg); err != nil {
 		return served{err: fmt.Errorf("sending the init config: %w", err)}
 	}
 	var st nsinit.Status
-	if err := readMsg(l.ctl, &st); err != nil {
+	if err := nsinit.ReadMsg(l.ctl, &st); err != nil {
 		return served{err: fmt.Errorf("reading the init's status: %w", err)}
 	}
 	return served{st: &st}
@@ -328,7 +268,7 @@ func (l *launch) serve(cfg *initConfig) served {
 // anything) and the bwrap monitor into the cgroup; on cgroup v2 both were
 // born there.
 func (l *launch) place(child int) error {
-	cg := l.s.cg
+	cg := l.s.Cgroup
 	if cg == nil || l.cmd.SysProcAttr.UseCgroupFD {
 		return nil
 	}
@@ -411,3 +351,11 @@ func (l *launch) close() {
 	}
 	l.mu.Unlock()
 }
+
+// Interface guards.
+var (
+	_ sandbox.Backend    = (*Backend)(nil)
+	_ sandbox.Sandbox    = (*Sandbox)(nil)
+	_ sandbox.Closer     = (*Backend)(nil)
+	_ sandbox.Reconciler = (*Backend)(nil)
+)

@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/execbox/execbox/internal/testutil"
 	"github.com/execbox/execbox/sandbox"
 )
 
@@ -139,9 +140,7 @@ func TestHealthCached(t *testing.T) {
 	if !h1.CheckedAt.Equal(h2.CheckedAt) {
 		t.Fatalf("a second Health within the TTL probed again: %v, %v", h1.CheckedAt, h2.CheckedAt)
 	}
-	b.healthMu.Lock()
-	b.health.until = time.Now().Add(-time.Second)
-	b.healthMu.Unlock()
+	b.Expire()
 	if h3 := b.Health(t.Context()); !h3.CheckedAt.After(h1.CheckedAt) || !h3.Available {
 		t.Fatalf("after the TTL: %+v (first probe at %v)", h3, h1.CheckedAt)
 	}
@@ -160,7 +159,7 @@ func TestHealthUnavailable(t *testing.T) {
 		s    sandbox.Settings
 		want string
 	}{
-		{"missing_binary", sandbox.Settings{WorkRoot: workRoot(t), Config: withConfig(func(c *Config) { c.Path = "/nonexistent/bwrap" })}, "bwrap.path"},
+		{"missing_binary", sandbox.Settings{WorkRoot: workRoot(t), Config: testutil.With(DefaultConfig, func(c *Config) { c.Path = "/nonexistent/bwrap" })}, "bwrap.path"},
 		// bwrap, as uid 65534, cannot pass a 0700 root directory.
 		{"work_root_unreachable", sandbox.Settings{WorkRoot: filepath.Join(private, "w")}, "not reachable by uid 65534"},
 	} {

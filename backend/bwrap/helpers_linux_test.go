@@ -1,7 +1,6 @@
 package bwrap
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"testing"
@@ -30,37 +29,13 @@ func workRoot(t testing.TB) string {
 func newBackend(t testing.TB) *Backend {
 	t.Helper()
 	testutil.RequiresRoot(t, Name)
-	b := mustBackend(t, sandbox.Settings{WorkRoot: workRoot(t)})
 	if _, err := os.Stat("/proc/self/fd"); err != nil {
 		testutil.SkipOrFail(t, Name, "no /proc: %v", err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if h := b.Health(ctx); !h.Available {
-		testutil.SkipOrFail(t, Name, "bwrap backend unavailable: %s", h.Reason)
-	}
-	return b
+	return testutil.Available(t, Name, mustBackend(t, sandbox.Settings{WorkRoot: workRoot(t)}), 30*time.Second)
 }
 
 func mustBackend(t testing.TB, s sandbox.Settings) *Backend {
 	t.Helper()
-	sb, err := New(s)
-	if err != nil {
-		t.Fatalf("New: %v", err)
-	}
-	return sb.(*Backend)
-}
-
-func tail(s string) string {
-	if len(s) > 500 {
-		return "…" + s[len(s)-500:]
-	}
-	return s
-}
-
-// withConfig is the section's default value changed by set.
-func withConfig(set func(*Config)) *Config {
-	c := DefaultConfig()
-	set(c)
-	return c
+	return testutil.MustNew[*Backend](t, New, s)
 }

@@ -1,11 +1,8 @@
 package bwrap
 
 import (
-	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/signal"
 	"syscall"
@@ -13,18 +10,19 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/execbox/execbox/internal/nsinit"
+	"github.com/execbox/execbox/internal/reexec"
 )
 
-// The sandbox init is this binary, executed by bwrap (--as-pid-1) through
-// the fd execbox holds on its own executable. It is PID 1 of the sandbox:
-// it reads its config from the control socket, starts the program, reaps
-// until the program ends and reports the exact wait status, which bwrap
-// itself would fold into 128+signal.
+// The sandbox init is this binary's reexec entry point initEntry, executed
+// by bwrap (--as-pid-1) through the fd execbox holds on its own
+// executable. It is PID 1 of the sandbox: it reads its config from the
+// control socket (nsinit's framing), starts the program, reaps until the
+// program ends and reports the exact wait status, which bwrap itself would
+// fold into 128+signal.
 const (
-	initMarker = "--execbox-bwrap-init"
-	ctlFD      = 3 // the control socket, in the init
-	exeFD      = 4 // this executable, in the init
-	maxMsg     = 16 << 20
+	initEntry = "bwrap-init"
+	ctlFD     = 3 // the control socket, in the init
+	exeFD     = 4 // this executable, in the init
 )
 
 // initConfig is what the init does; the backend decides all of it.
@@ -35,16 +33,20 @@ type initConfig struct {
 	Rlimits []nsinit.Rlimit `json:"rlimits,omitempty"`
 }
 
-func init() {
-	if len(os.Args) == 2 && os.Args[1] == initMarker && os.Getpid() == 1 {
-		ctl := os.NewFile(ctlFD, "ctl")
-		st := runInit(ctl)
-		if err := writeMsg(ctl, st); err != nil {
-			syscall.Exit(2)
-		}
-		// Exiting ends the PID namespace: the kernel kills what is left.
-		syscall.Exit(0)
+func init() { reexec.Entry(initEntry, initMain) }
+
+// initMain runs the init; anywhere but as a sandbox's PID 1 it refuses.
+func initMain() {
+	if os.Getpid() != 1 {
+		fmt.Fprintln(os.Stderr, "the bwrap sandbox init runs only as PID 1 of a sandbox")
+		reexec.Exit(2)
 	}
+	ctl := os.NewFile(ctlFD, "ctl")
+	if err := nsinit.WriteMsg(ctl, runInit(ctl)); err != nil {
+		reexec.Exit(2)
+	}
+	// Exiting ends the PID namespace: the kernel kills what is left.
+	reexec.Exit(0)
 }
 
 // runInit runs the program and says how it ended.
@@ -71,7 +73,7 @@ func runInit(ctl *os.File) *nsinit.Status {
 	}()
 
 	var c initConfig
-	if err := readMsg(ctl, &c); err != nil {
+	if err := nsinit.ReadMsg(ctl, &c); err != nil {
 		return fail(nsinit.CodeSetup, fmt.Errorf("reading the init config: %w", err))
 	}
 	if len(c.Args) == 0 {
@@ -100,32 +102,4 @@ func runInit(ctl *os.File) *nsinit.Status {
 		return &nsinit.Status{ExitCode: -1, Signal: int(ws.Signal())}
 	}
 	return &nsinit.Status{ExitCode: ws.ExitStatus()}
-}
-
-// writeMsg sends v as a 4-byte big-endian length and JSON.
-func writeMsg(w io.Writer, v any) error {
-	data, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	buf := binary.BigEndian.AppendUint32(make([]byte, 0, 4+len(data)), uint32(len(data)))
-	_, err = w.Write(append(buf, data...))
-	return err
-}
-
-// readMsg reads one writeMsg message into v.
-func readMsg(r io.Reader, v any) error {
-	var n [4]byte
-	if _, err := io.ReadFull(r, n[:]); err != nil {
-		return err
-	}
-	size := binary.BigEndian.Uint32(n[:])
-	if size > maxMsg {
-		return fmt.Errorf("message of %d bytes is over the %d byte limit", size, maxMsg)
-	}
-	data := make([]byte, size)
-	if _, err := io.ReadFull(r, data); err != nil {
-		return err
-	}
-	return json.Unmarshal(data, v)
 }

@@ -8,8 +8,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/execbox/execbox/internal/rootfs"
+	"github.com/execbox/execbox/internal/hostview"
 	"github.com/execbox/execbox/internal/testutil"
+	"github.com/execbox/execbox/internal/workdir"
 	"github.com/execbox/execbox/sandbox"
 )
 
@@ -18,8 +19,8 @@ import (
 // source keeps its files. A live backend's dir is left alone.
 func TestReconcileRemovesLeftovers(t *testing.T) {
 	b := newBackend(t)
-	base := b.hostEnv().base
-	dead := filepath.Join(b.workRoot, "999999999.deadbeef")
+	base := b.Host().Base
+	dead := filepath.Join(b.WorkRoot(), "999999999.deadbeef")
 	sbDir := filepath.Join(dead, "sandbox")
 	work := filepath.Join(sbDir, "work")
 	if err := os.MkdirAll(work, 0o700); err != nil {
@@ -32,10 +33,10 @@ func TestReconcileRemovesLeftovers(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(src, "keep"), []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := hostBind(rootfs.Bind{Source: src, Target: "/out", Writable: true}, filepath.Join(sbDir, "m0")); err != nil {
+	if err := hostBind(hostview.Bind{Source: src, Target: "/out", Writable: true}, filepath.Join(sbDir, "m0")); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { unmountUnder(dead); os.RemoveAll(dead) })
+	t.Cleanup(func() { workdir.UnmountUnder(dead); os.RemoveAll(dead) })
 	removed, err := b.Reconcile(t.Context())
 	if err != nil {
 		t.Fatalf("Reconcile: %v", err)
@@ -46,7 +47,7 @@ func TestReconcileRemovesLeftovers(t *testing.T) {
 	if _, err := os.Stat(dead); !os.IsNotExist(err) {
 		t.Fatalf("%s still there: %v", dead, err)
 	}
-	if mps, _ := mountsUnder(dead); len(mps) != 0 {
+	if mps, _ := workdir.MountsUnder(dead); len(mps) != 0 {
 		t.Fatalf("mounts left: %v", mps)
 	}
 	if _, err := os.Stat(filepath.Join(src, "keep")); err != nil {
@@ -69,14 +70,14 @@ func TestCloseRemovesMounts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := sb.(*Sandbox).dir
-	if mps, _ := mountsUnder(dir); len(mps) != 2 {
+	dir := sb.(*Sandbox).Dir
+	if mps, _ := workdir.MountsUnder(dir); len(mps) != 2 {
 		t.Fatalf("mounts of an open sandbox: %v, want the work dir and the bind", mps)
 	}
 	if err := sb.Close(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	if mps, _ := mountsUnder(dir); len(mps) != 0 {
+	if mps, _ := workdir.MountsUnder(dir); len(mps) != 0 {
 		t.Fatalf("mounts left after Close: %v", mps)
 	}
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {

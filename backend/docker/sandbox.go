@@ -20,7 +20,7 @@ type Sandbox struct {
 	spec sandbox.Spec
 	c    *ctr
 
-	guard sandbox.Guard // operations, for Close
+	life sandbox.Lifecycle // operations, for Close
 
 	// Used by the one goroutine that uses the sandbox (see package sandbox).
 	// fresh: no program has run since the work dir was emptied, so it
@@ -45,10 +45,10 @@ func (s *Sandbox) Exec(ctx context.Context, p *sandbox.Process) (*sandbox.Result
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	if err := s.guard.Begin(s.id, cancel); err != nil {
+	if err := s.life.Begin(s.id, cancel); err != nil {
 		return nil, err
 	}
-	defer s.guard.Done()
+	defer s.life.Done()
 	if why := s.c.deadReason(); why != "" {
 		return nil, sandbox.Errorf(sandbox.ErrInternal, "container_gone", "sandbox %s: its container %s was %s", s.id, s.c.name, why)
 	}
@@ -103,10 +103,10 @@ func (s *Sandbox) canceled() *sandbox.Result {
 // every path and (once a program has run) that no path passes through a
 // symlink or a non-directory the program made.
 func (s *Sandbox) WriteFiles(ctx context.Context, files map[string][]byte) error {
-	if err := s.guard.Begin(s.id, nil); err != nil {
+	if err := s.life.Begin(s.id, nil); err != nil {
 		return err
 	}
-	defer s.guard.Done()
+	defer s.life.Done()
 	if why := s.c.deadReason(); why != "" {
 		return sandbox.Errorf(sandbox.ErrInternal, "container_gone", "sandbox %s: its container %s was %s", s.id, s.c.name, why)
 	}
@@ -117,10 +117,10 @@ func (s *Sandbox) WriteFiles(ctx context.Context, files map[string][]byte) error
 // last WriteFiles, read from one archive download; symlinks and special
 // files are listed in Skipped, never followed or opened.
 func (s *Sandbox) Artifacts(ctx context.Context) (sandbox.Artifacts, error) {
-	if err := s.guard.Begin(s.id, nil); err != nil {
+	if err := s.life.Begin(s.id, nil); err != nil {
 		return sandbox.Artifacts{}, err
 	}
-	defer s.guard.Done()
+	defer s.life.Done()
 	if why := s.c.deadReason(); why != "" {
 		return sandbox.Artifacts{}, sandbox.Errorf(sandbox.ErrInternal, "container_gone", "sandbox %s: its container %s was %s", s.id, s.c.name, why)
 	}
@@ -140,7 +140,7 @@ func (s *Sandbox) Artifacts(ctx context.Context) (sandbox.Artifacts, error) {
 // Close ends a running Exec and removes the container with its volume, or
 // wipes a reused container and gives it back to its scope's pool.
 func (s *Sandbox) Close(ctx context.Context) error {
-	if !s.guard.Close() {
+	if !s.life.Close() {
 		return nil
 	}
 	if s.c.reused {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"os/exec"
 	"testing"
-	"time"
 
 	"github.com/execbox/execbox/internal/testutil"
 	"github.com/execbox/execbox/sandbox"
@@ -29,47 +28,21 @@ func BenchmarkPython(b *testing.B) {
 	args := []string{"/usr/bin/python3", "-I", "-S", "-c", "pass"}
 	p := &sandbox.Process{Args: args}
 	live := testutil.Create(b, gb, sandbox.Spec{})
-	r := gb.hostEnv().runsc
+	r := gb.Host().Own.runsc
 	doRoot := b.TempDir()
-	variants := []struct {
-		name string
-		run  func() error
-	}{
-		{"bare", func() error {
+	testutil.SideBySide(b, []testutil.Variant{
+		{Name: "bare", Run: func() error {
 			cmd := exec.Command(args[0], args[1:]...)
 			cmd.Env = []string{"PATH=/usr/bin:/bin"}
 			return cmd.Run()
 		}},
-		{"gvisor", func() error { return testutil.Check(sandbox.Run(context.Background(), gb, sandbox.Spec{}, p)) }},
-		{"gvisor-exec", func() error { return testutil.Check(live.Exec(context.Background(), p)) }},
-		{"runsc-do", func() error {
+		{Name: "gvisor", Run: func() error { return testutil.Check(sandbox.Run(context.Background(), gb, sandbox.Spec{}, p)) }},
+		{Name: "gvisor-exec", Run: func() error { return testutil.Check(live.Exec(context.Background(), p)) }},
+		{Name: "runsc-do", Run: func() error {
 			cmd := exec.Command(r.path, append([]string{"--root=" + doRoot, "--platform=" + r.platform, "--network=none", "do"}, args...)...)
 			cmd.Env = []string{"PATH=/usr/bin:/bin"}
 			cmd.Dir = doRoot
 			return cmd.Run()
 		}},
-	}
-	times := make([][]time.Duration, len(variants))
-	for i, v := range variants {
-		if err := v.run(); err != nil { // warm-up
-			b.Fatalf("%s: %v", v.name, err)
-		}
-		times[i] = make([]time.Duration, 0, b.N)
-	}
-	b.ResetTimer()
-	for n := range b.N {
-		for k := range variants {
-			i := (n + k) % len(variants)
-			start := time.Now()
-			if err := variants[i].run(); err != nil {
-				b.Fatalf("%s: %v", variants[i].name, err)
-			}
-			times[i] = append(times[i], time.Since(start))
-		}
-	}
-	b.StopTimer()
-	for i, v := range variants {
-		testutil.ReportP50P90(b, v.name+"-", times[i])
-	}
-	b.ReportMetric(0, "ns/op") // the sum over variants means nothing
+	})
 }

@@ -11,15 +11,16 @@ import (
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
-	"github.com/execbox/execbox/internal/rootfs"
+	"github.com/execbox/execbox/backend/internal/hostbase"
+	"github.com/execbox/execbox/internal/hostview"
 	"github.com/execbox/execbox/sandbox"
 )
 
 // ociSpec is the bundle for running p in s.
 func (s *Sandbox) ociSpec(p *sandbox.Process) *specs.Spec {
-	l := s.spec.Limits
-	fixed := map[string]string{"HOME": rootfs.WorkDir, "TMPDIR": rootfs.Tmp, "PATH": "/usr/local/bin:/usr/bin:/bin"}
-	env := sandbox.BuildEnv(os.Environ(), s.spec.Policy, fixed, s.spec.Env, p.Env)
+	l := s.Spec.Limits
+	fixed := map[string]string{"HOME": hostview.WorkDir, "TMPDIR": hostview.Tmp, "PATH": "/usr/local/bin:/usr/bin:/bin"}
+	env := sandbox.BuildEnv(os.Environ(), s.Spec.Policy, fixed, s.Spec.Env, p.Env)
 	cpu := uint64(max(l.CPUTime/time.Second, 1))
 	rl := []specs.POSIXRlimit{
 		{Type: "RLIMIT_NOFILE", Soft: uint64(l.NoFile), Hard: uint64(l.NoFile)},
@@ -31,7 +32,7 @@ func (s *Sandbox) ociSpec(p *sandbox.Process) *specs.Spec {
 		// The sentry counts the sandbox's threads of uid 65534.
 		{Type: "RLIMIT_NPROC", Soft: uint64(l.Pids), Hard: uint64(l.Pids)},
 	}
-	if s.cg == nil {
+	if s.Cgroup == nil {
 		// No cgroup: a per-process stand-in, named in Enforcement.
 		rl = append(rl, specs.POSIXRlimit{Type: "RLIMIT_AS", Soft: uint64(l.Memory), Hard: uint64(l.Memory)})
 	}
@@ -44,7 +45,7 @@ func (s *Sandbox) ociSpec(p *sandbox.Process) *specs.Spec {
 	}
 	mounts := []specs.Mount{
 		{Destination: "/proc", Type: "proc", Source: "proc", Options: []string{"nosuid", "noexec", "nodev"}},
-		{Destination: rootfs.Tmp, Type: "tmpfs", Source: "tmpfs",
+		{Destination: hostview.Tmp, Type: "tmpfs", Source: "tmpfs",
 			Options: noexec(v.Exec, "nosuid", "mode=1777", "size="+strconv.FormatInt(l.TmpSize, 10))},
 		// gVisor's own /dev/shm is not writable by the program; POSIX
 		// shared memory (Python's multiprocessing) needs it.
@@ -55,7 +56,7 @@ func (s *Sandbox) ociSpec(p *sandbox.Process) *specs.Spec {
 		mounts = append(mounts, specs.Mount{Destination: b.Target, Type: "bind", Source: b.Source,
 			Options: noexec(b.Exec, "rbind", "ro", "nosuid")})
 	}
-	mounts = append(mounts, specs.Mount{Destination: rootfs.WorkDir, Type: "bind", Source: s.wd.Path,
+	mounts = append(mounts, specs.Mount{Destination: hostview.WorkDir, Type: "bind", Source: s.Work.Path,
 		Options: noexec(v.Exec, "rbind", "rw", "nosuid")})
 	for _, m := range v.Mounts {
 		mode := "ro"
@@ -66,30 +67,30 @@ func (s *Sandbox) ociSpec(p *sandbox.Process) *specs.Spec {
 			Options: noexec(m.Exec, "rbind", mode, "nosuid")})
 	}
 	nss := []specs.LinuxNamespace{{Type: specs.PIDNamespace}, {Type: specs.IPCNamespace}, {Type: specs.UTSNamespace}, {Type: specs.MountNamespace}}
-	if s.spec.Policy.Network != sandbox.NetworkHost {
+	if s.Spec.Policy.Network != sandbox.NetworkHost {
 		nss = append(nss, specs.LinuxNamespace{Type: specs.NetworkNamespace})
 	}
 	sp := &specs.Spec{
 		Version: specs.Version,
 		Process: &specs.Process{
-			User:            specs.User{UID: sandboxUID, GID: sandboxGID, AdditionalGids: []uint32{sandboxGID}},
+			User:            specs.User{UID: hostbase.UID, GID: hostbase.GID, AdditionalGids: []uint32{hostbase.GID}},
 			Args:            p.Args,
 			Env:             env,
-			Cwd:             path.Join(rootfs.WorkDir, p.Dir),
+			Cwd:             path.Join(hostview.WorkDir, p.Dir),
 			Capabilities:    &specs.LinuxCapabilities{},
 			Rlimits:         rl,
 			NoNewPrivileges: true,
 		},
 		Root:     &specs.Root{Path: "rootfs", Readonly: true},
-		Hostname: rootfs.Hostname,
+		Hostname: hostview.Hostname,
 		Mounts:   mounts,
 		Linux: &specs.Linux{
 			Namespaces: nss,
-			Seccomp:    s.env.seccomp,
+			Seccomp:    s.host.Own.seccomp,
 		},
 	}
-	if s.cg != nil {
-		sp.Linux.CgroupsPath = cgroupsPath(s.cg, s.env.cg.Version())
+	if s.Cgroup != nil {
+		sp.Linux.CgroupsPath = s.Cgroup.Path()
 	}
 	return sp
 }

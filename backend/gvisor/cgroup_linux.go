@@ -5,56 +5,16 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
-	"strings"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/execbox/execbox/internal/cgroups"
 )
 
-// cgroupMounts lists the mount points of cgroup file systems: v1
-// hierarchies (fstype "cgroup") or the v2 one ("cgroup2").
-func cgroupMounts(fstype string) []string {
-	data, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return nil
-	}
-	var out []string
-	for line := range strings.Lines(string(data)) {
-		_, post, ok := strings.Cut(line, " - ")
-		f := strings.Fields(line)
-		pf := strings.Fields(post)
-		if !ok || len(f) < 5 || len(pf) < 1 || pf[0] != fstype {
-			continue
-		}
-		out = append(out, unescapeMount(f[4]))
-	}
-	return out
-}
-
-// cgroupsPath is the path runsc is given (linux.cgroupsPath): the leaf
-// relative to the root of its hierarchy. runsc joins the leaf wherever it
-// exists and makes it (and later removes it) in the hierarchies it lacks.
-func cgroupsPath(cg *cgroups.Cgroup, version string) string {
-	d := cg.Dirs()[0]
-	fstype := "cgroup"
-	if version == cgroups.V2 {
-		fstype = "cgroup2"
-	}
-	for _, mp := range cgroupMounts(fstype) {
-		if rel, ok := strings.CutPrefix(d, mp+"/"); ok {
-			return "/" + rel
-		}
-	}
-	// Not found under a mount: the v1 layout internal/cgroups uses.
-	return "/execbox/" + cg.Name()
-}
-
-// v1Hierarchies are the mount points of the v1 hierarchies. runsc makes
-// leaves of its own in those internal/cgroups does not use (blkio, cpuset,
-// devices, name=systemd, …).
-func v1Hierarchies() []string { return cgroupMounts("cgroup") }
+// runsc is given a sandbox cgroup's Path (linux.cgroupsPath): it joins the
+// leaf wherever it exists and makes it (and later removes it) in the v1
+// hierarchies execbox does not use (blkio, cpuset, devices, name=systemd,
+// …), which Host.Cgroups.Hierarchies lists.
 
 // removeExtra removes the leaf name runsc made in hierarchies, except the
 // directories in own (the leaves internal/cgroups made); runsc removes
@@ -80,7 +40,7 @@ func reconcileExtra(hierarchies []string) {
 			continue
 		}
 		for _, e := range ents {
-			pid, ok := leafPID(e.Name())
+			pid, ok := cgroups.LeafOwner(e.Name())
 			if !ok || pid == os.Getpid() {
 				continue
 			}
@@ -90,18 +50,4 @@ func reconcileExtra(hierarchies []string) {
 			_ = unix.Rmdir(filepath.Join(parent, e.Name()))
 		}
 	}
-}
-
-// leafPID parses the daemon PID out of a leaf name execbox-<pid>-<id>.
-func leafPID(name string) (int, bool) {
-	rest, ok := strings.CutPrefix(name, "execbox-")
-	if !ok {
-		return 0, false
-	}
-	p, id, ok := strings.Cut(rest, "-")
-	if !ok || id == "" {
-		return 0, false
-	}
-	pid, err := strconv.Atoi(p)
-	return pid, err == nil && pid > 0
 }

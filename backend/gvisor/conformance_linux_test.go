@@ -3,6 +3,7 @@ package gvisor
 import (
 	"testing"
 
+	"github.com/execbox/execbox/internal/testutil"
 	"github.com/execbox/execbox/sandbox"
 	"github.com/execbox/execbox/sandbox/sandboxtest"
 )
@@ -14,7 +15,7 @@ const leakRuns = 50
 func TestConformance(t *testing.T) {
 	b := newBackend(t)
 	sandboxtest.Run(t, b,
-		sandboxtest.WithWorkRoot(b.workRoot, b.hostEnv().base),
+		sandboxtest.WithWorkRoot(b.WorkRoot(), b.Host().Base),
 		sandboxtest.WithLeakRuns(leakRuns),
 		sandboxtest.Skip("gVisor keeps a FIFO made inside the sandbox in the sentry's memory, never on the host, "+
 			"so the artifact collector cannot see it to list it (TestFIFOStaysInside shows nothing blocks or leaks)",
@@ -26,16 +27,5 @@ func TestConformance(t *testing.T) {
 // from configuration (as the engine builds it) runs Python with no flags.
 func TestRegistered(t *testing.T) {
 	newBackend(t)
-	r, ok := sandbox.Lookup(Name)
-	if !ok {
-		t.Fatal("gvisor is not registered")
-	}
-	b, err := r.New(sandbox.Settings{WorkRoot: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := sandbox.Run(t.Context(), b, sandbox.Spec{}, &sandbox.Process{Args: []string{"python3", "-c", "print(1)"}})
-	if err != nil || !res.Succeeded() || res.Stdout != "1\n" || res.Backend != Name || res.Isolation != sandbox.IsolationKernel {
-		t.Fatalf("python3 -c 'print(1)': %v %+v", err, res)
-	}
+	testutil.Registered(t, Name, sandbox.Settings{WorkRoot: t.TempDir()}, sandbox.IsolationKernel)
 }

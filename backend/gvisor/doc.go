@@ -8,10 +8,10 @@
 // The bundle's root is a small skeleton directory made per sandbox and
 // marked read-only: mount points, the merged-/usr symlinks and the
 // generated /etc files (passwd, group, hosts, hostname). On top of it is
-// the host view every host-sharing backend uses (internal/rootfs):
+// the host view every host-sharing backend uses (internal/hostview):
 // read-only bind mounts of /usr and a few /etc entries. /tmp and /dev/shm
 // are gVisor tmpfs mounts with a size; /work is the sandbox's work dir
-// (internal/hostfs) on a size-limited host tmpfs, bind-mounted read-write;
+// (internal/workdir) on a size-limited host tmpfs, bind-mounted read-write;
 // /proc, /sys and /dev are gVisor's own. The program runs as uid and gid
 // 65534 with no capabilities, no_new_privs, execbox's seccomp policy
 // (enforced by the sentry, --oci-seccomp), the rlimits nofile, fsize, cpu,
@@ -61,6 +61,19 @@
 // AT_NO_AUTOMOUNT fail with EINVAL, so `ls PATH` and `stat PATH` from
 // coreutils 9 fail; a FIFO made inside the sandbox lives in the sentry's
 // memory, never in the work dir.
+//
+// # Files
+//
+// The host probe, health cache, reconcile, close, the sandbox's directory,
+// cgroup and work dir, WriteFiles and Artifacts are
+// backend/internal/hostbase's. This package keeps its phases: gvisor.go
+// (config, registration), probe_linux.go (runsc and its platform, the
+// enforcement table, health texts), create_linux.go and rootfs_linux.go
+// (the bundle's directories and root skeleton), bundle_linux.go (the OCI
+// spec of one Exec), exec_linux.go (running, watching CPU time, killing
+// and cleaning up after runsc), runsc_linux.go (runsc's command line and
+// logs), cgroup_linux.go (the cgroup leaves runsc makes) and
+// seccomp_linux.go (the policy in OCI form).
 //
 // # Concurrency
 //

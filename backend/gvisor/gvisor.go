@@ -2,19 +2,16 @@ package gvisor
 
 import (
 	"errors"
-	"path/filepath"
-	"sync"
-	"time"
 
-	"github.com/execbox/execbox/sandbox"
+	"github.com/execbox/execbox/backend/internal/hostbase"
 )
 
 // Name is the registered name of this backend.
 const Name = "gvisor"
 
-func init() {
-	sandbox.Register(sandbox.Registration{Name: Name, New: New, Config: func() any { return DefaultConfig() }})
-}
+// New returns the gvisor backend for settings s. It only records the
+// settings; the host is looked at on first use.
+var New = hostbase.Register(Name, DefaultConfig, build)
 
 // Config is the backend's configuration section (gvisor.*).
 type Config struct {
@@ -33,40 +30,3 @@ func (c *Config) Validate() error {
 	}
 	return nil
 }
-
-// healthTTL is how long a probe's answer is reused.
-const healthTTL = time.Minute
-
-// Backend runs each Exec in a fresh gVisor sandbox. It is safe for
-// concurrent use.
-type Backend struct {
-	cfg      Config
-	workRoot string // this backend's directory under Settings.WorkRoot
-	hidden   []string
-	defaults sandbox.Limits
-
-	envMu  sync.Mutex
-	env    *hostEnv // facts about the host (Linux); probed again only while runsc is missing
-	closed bool
-
-	healthMu sync.Mutex
-	health   *sandbox.Health
-}
-
-// New returns the gvisor backend for settings s. It only records the
-// settings; the host is looked at on first use.
-func New(s sandbox.Settings) (sandbox.Backend, error) {
-	cfg := sandbox.ConfigOf(s, DefaultConfig)
-	if err := cfg.Validate(); err != nil {
-		return nil, sandbox.Errorf(sandbox.ErrInvalid, "config_invalid", "%w", err)
-	}
-	return &Backend{
-		cfg:      *cfg,
-		workRoot: filepath.Join(s.Root(), Name),
-		hidden:   []string{s.Root()},
-		defaults: s.DefaultLimits(),
-	}, nil
-}
-
-// Name is "gvisor".
-func (b *Backend) Name() string { return Name }

@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/execbox/execbox/internal/testutil"
 	"github.com/execbox/execbox/sandbox"
@@ -25,16 +24,14 @@ func TestHealth(t *testing.T) {
 			t.Errorf("health details lack %q: %v", k, h.Details)
 		}
 	}
-	if p := b.hostEnv().runsc.platform; !strings.HasPrefix(h.Details["platform"], p) || (p != "ptrace" && p != "systrap") {
+	if p := b.Host().Own.runsc.platform; !strings.HasPrefix(h.Details["platform"], p) || (p != "ptrace" && p != "systrap") {
 		t.Errorf("platform %q, details %q", p, h.Details["platform"])
 	}
 	t.Logf("health: %s; platform %s; runsc %s", h.Reason, h.Details["platform"], h.Details["runsc"])
 	if again := b.Health(t.Context()); !again.CheckedAt.Equal(h.CheckedAt) {
 		t.Errorf("a second Health within the TTL probed again (%v, %v)", h.CheckedAt, again.CheckedAt)
 	}
-	b.healthMu.Lock()
-	b.health.CheckedAt = time.Now().Add(-healthTTL - time.Second)
-	b.healthMu.Unlock()
+	b.Expire()
 	if fresh := b.Health(t.Context()); !fresh.CheckedAt.After(h.CheckedAt) || !fresh.Available {
 		t.Errorf("a stale health answer was not probed again: %+v", fresh)
 	}
@@ -57,7 +54,7 @@ func rootOnly(t *testing.T) {
 func TestHealthRunscMissing(t *testing.T) {
 	rootOnly(t)
 	missing := filepath.Join(t.TempDir(), "no-runsc")
-	b := mustBackend(t, sandbox.Settings{WorkRoot: t.TempDir(), Config: withConfig(func(c *Config) { c.Runsc = missing })})
+	b := mustBackend(t, sandbox.Settings{WorkRoot: t.TempDir(), Config: testutil.With(DefaultConfig, func(c *Config) { c.Runsc = missing })})
 	h := b.Health(t.Context())
 	if h.Available || h.Ready || !strings.Contains(h.Reason, "finding runsc") || !strings.Contains(h.Reason, missing) {
 		t.Fatalf("health with a missing runsc: %+v", h)
@@ -84,7 +81,7 @@ exit 1
 	if err := os.WriteFile(fake, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	b := mustBackend(t, sandbox.Settings{WorkRoot: t.TempDir(), Config: withConfig(func(c *Config) { c.Runsc = fake })})
+	b := mustBackend(t, sandbox.Settings{WorkRoot: t.TempDir(), Config: testutil.With(DefaultConfig, func(c *Config) { c.Runsc = fake })})
 	h := b.Health(t.Context())
 	if h.Available || !strings.Contains(h.Reason, "fake runsc cannot start sandboxes") {
 		t.Fatalf("health with a failing runsc: %+v", h)
@@ -94,7 +91,7 @@ exit 1
 	}
 	t.Logf("reason: %s", h.Reason)
 	// Its failed runs leave nothing behind.
-	ents, err := os.ReadDir(b.hostEnv().base)
+	ents, err := os.ReadDir(b.Host().Base)
 	if err != nil || len(ents) != 0 {
 		t.Errorf("the failed probe left %v (%v)", ents, err)
 	}
@@ -158,9 +155,9 @@ func TestExitStatus(t *testing.T) {
 // restart, once the cached answer is stale.
 func TestHealthRunscAppearsLater(t *testing.T) {
 	b := newBackend(t) // runsc works here
-	real := b.hostEnv().runsc.path
+	real := b.Host().Own.runsc.path
 	later := filepath.Join(t.TempDir(), "runsc")
-	nb := mustBackend(t, sandbox.Settings{WorkRoot: t.TempDir(), Config: withConfig(func(c *Config) { c.Runsc = later })})
+	nb := mustBackend(t, sandbox.Settings{WorkRoot: t.TempDir(), Config: testutil.With(DefaultConfig, func(c *Config) { c.Runsc = later })})
 	if h := nb.Health(t.Context()); h.Available {
 		t.Fatalf("available without runsc: %+v", h)
 	}
@@ -170,13 +167,7 @@ func TestHealthRunscAppearsLater(t *testing.T) {
 	if h := nb.Health(t.Context()); h.Available {
 		t.Fatalf("a fresh answer within the TTL: %+v", h)
 	}
-	stale := time.Now().Add(-healthTTL - time.Second)
-	nb.envMu.Lock()
-	nb.env.at = stale
-	nb.envMu.Unlock()
-	nb.healthMu.Lock()
-	nb.health.CheckedAt = stale
-	nb.healthMu.Unlock()
+	nb.Expire()
 	if h := nb.Health(t.Context()); !h.Available {
 		t.Fatalf("runsc installed later was not picked up: %+v", h)
 	}

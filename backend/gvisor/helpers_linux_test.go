@@ -1,7 +1,6 @@
 package gvisor
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -16,27 +15,10 @@ func newBackend(t testing.TB) *Backend {
 	t.Helper()
 	testutil.RequiresRoot(t, Name)
 	testutil.RequiresBinary(t, Name, "runsc")
-	b := mustBackend(t, sandbox.Settings{WorkRoot: t.TempDir()})
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	if h := b.Health(ctx); !h.Available {
-		testutil.SkipOrFail(t, Name, "gvisor backend unavailable: %s", h.Reason)
-	}
-	return b
+	return testutil.Available(t, Name, mustBackend(t, sandbox.Settings{WorkRoot: t.TempDir()}), 60*time.Second)
 }
 
 func mustBackend(t testing.TB, s sandbox.Settings) *Backend {
 	t.Helper()
-	sb, err := New(s)
-	if err != nil {
-		t.Fatalf("New: %v", err)
-	}
-	return sb.(*Backend)
-}
-
-// withConfig is the section's default value changed by set.
-func withConfig(set func(*Config)) *Config {
-	c := DefaultConfig()
-	set(c)
-	return c
+	return testutil.MustNew[*Backend](t, New, s)
 }

@@ -16,12 +16,12 @@ import (
 func TestSeed004Checks(t *testing.T) {
 	b := newBackend(t)
 	testutil.Seed004(t, b, testutil.Seed004Opts{
-		WorkDir:     func(sb sandbox.Sandbox) string { return sb.(*Sandbox).wd.Path },
+		WorkDir:     func(sb sandbox.Sandbox) string { return sb.(*Sandbox).Work.Path },
 		WritePaths:  []string{"/x", "/etc/x", "/usr/x", "/bin/x", "/dev/x", "/proc/x", "/sys/x"},
 		AppendPaths: []string{"/usr/bin/true", "/etc/passwd", "/etc/ld.so.cache"},
 		SecretEnv:   "EXECBOX_GVISOR_SECRET",
 		ProcFiles:   []string{"/proc/self/environ", "/proc/1/environ"},
-		HiddenPaths: []string{b.workRoot},
+		HiddenPaths: []string{b.WorkRoot()},
 		MountCheck:  true,
 	})
 }
@@ -94,9 +94,9 @@ func TestBundleInvisible(t *testing.T) {
 	}
 	sb := testutil.Create(t, b, sandbox.Spec{})
 	s := sb.(*Sandbox)
-	res := testutil.Exec(t, sb, "/bin/sh", "-c", `for p in /config.json /rootfs /state /log `+s.dir+` `+other.(*Sandbox).wd.Path+`; do
+	res := testutil.Exec(t, sb, "/bin/sh", "-c", `for p in /config.json /rootfs /state /log `+s.Dir+` `+other.(*Sandbox).Work.Path+`; do
   if [ -e "$p" ]; then echo "visible: $p"; fi
-done; cat /proc/mounts | grep -c `+b.workRoot+`; true`)
+done; cat /proc/mounts | grep -c `+b.WorkRoot()+`; true`)
 	testutil.WantOK(t, res)
 	if res.Stdout != "0\n" {
 		t.Fatalf("execbox's own files are visible in the sandbox: %q %q", res.Stdout, res.Stderr)

@@ -8,26 +8,19 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/execbox/execbox/internal/rootfs"
-	"github.com/execbox/execbox/sandbox"
+	"github.com/execbox/execbox/internal/hostview"
 )
-
-// view is the sandbox's host view: the policy every host-sharing backend
-// uses, with execbox's work roots hidden.
-func (b *Backend) view(spec sandbox.Spec) (*rootfs.View, error) {
-	return rootfs.Plan(spec, rootfs.Options{Hidden: b.hidden})
-}
 
 // buildRoot makes the bundle's root: a skeleton with the mount points of
 // the view's binds, its symlinks and its generated files, and directories
 // for what gVisor mounts itself. The bundle marks it read-only. Mount
 // points are never created through a symlink, so a target whose path
 // passes one is left to runsc (which makes such mount points in memory).
-func buildRoot(root string, v *rootfs.View) error {
+func buildRoot(root string, v *hostview.View) error {
 	if err := os.Mkdir(root, 0o755); err != nil {
 		return err
 	}
-	for _, d := range []string{"/proc", "/sys", "/dev", rootfs.Tmp, rootfs.WorkDir, "/etc"} {
+	for _, d := range []string{"/proc", "/sys", "/dev", hostview.Tmp, hostview.WorkDir, "/etc"} {
 		if err := mkdirAll(root, d); err != nil {
 			return err
 		}
@@ -48,7 +41,7 @@ func buildRoot(root string, v *rootfs.View) error {
 			return fmt.Errorf("writing %s: %w", f.Path, err)
 		}
 	}
-	for _, bd := range append(append([]rootfs.Bind(nil), v.Binds...), v.Mounts...) {
+	for _, bd := range append(append([]hostview.Bind(nil), v.Binds...), v.Mounts...) {
 		if err := mountPoint(root, bd); err != nil {
 			return err
 		}
@@ -59,7 +52,7 @@ func buildRoot(root string, v *rootfs.View) error {
 // mountPoint makes bd's target in the skeleton: a directory for a
 // directory, an empty file for a file. A target below another mount (a
 // host directory or /tmp) is not in the skeleton and is skipped.
-func mountPoint(root string, bd rootfs.Bind) error {
+func mountPoint(root string, bd hostview.Bind) error {
 	st, err := os.Stat(bd.Source)
 	if err != nil {
 		return fmt.Errorf("mount source %s: %w", bd.Source, err)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/execbox/execbox/internal/testutil"
+	"github.com/execbox/execbox/internal/workdir"
 	"github.com/execbox/execbox/sandbox"
 )
 
@@ -32,10 +33,10 @@ func hostProcs(s string) []string {
 }
 
 // myLeaves lists this process's cgroup leaves in every v1 hierarchy.
-func myLeaves() []string {
+func myLeaves(b *Backend) []string {
 	var out []string
 	prefix := "execbox-" + strconv.Itoa(os.Getpid()) + "-"
-	for _, mp := range v1Hierarchies() {
+	for _, mp := range b.Host().Cgroups.Hierarchies() {
 		ents, _ := os.ReadDir(filepath.Join(mp, "execbox"))
 		for _, e := range ents {
 			if strings.HasPrefix(e.Name(), prefix) {
@@ -46,16 +47,10 @@ func myLeaves() []string {
 	return out
 }
 
-// myMounts lists the mounts below dir.
-func myMounts(dir string) []string {
-	data, _ := os.ReadFile("/proc/self/mountinfo")
-	var out []string
-	for line := range strings.Lines(string(data)) {
-		if f := strings.Fields(line); len(f) > 4 && strings.HasPrefix(unescapeMount(f[4]), dir) {
-			out = append(out, f[4])
-		}
-	}
-	return out
+// mountsUnder lists the mounts at or below dir.
+func mountsUnder(dir string) []string {
+	mps, _ := workdir.MountsUnder(dir)
+	return mps
 }
 
 // Nothing outlives a sandbox: after many runs, some ending normally, some
@@ -65,7 +60,7 @@ func myMounts(dir string) []string {
 // is going on, the same checks do see its parts, so they can fail.
 func TestNoLeftovers(t *testing.T) {
 	b := newBackend(t)
-	base := b.hostEnv().base
+	base := b.Host().Base
 
 	// The checks see a running sandbox.
 	sb := testutil.Create(t, b, sandbox.Spec{})
@@ -73,7 +68,7 @@ func TestNoLeftovers(t *testing.T) {
 	go func() { done <- testutil.Exec(t, sb, "/bin/sleep", "2") }()
 	var procs, leaves, mounts []string
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		procs, leaves, mounts = hostProcs(b.workRoot), myLeaves(), myMounts(b.workRoot)
+		procs, leaves, mounts = hostProcs(b.WorkRoot()), myLeaves(b), mountsUnder(b.WorkRoot())
 		if len(procs) >= 3 {
 			break
 		}
@@ -134,13 +129,13 @@ func TestNoLeftovers(t *testing.T) {
 	var left []string
 	for deadline := time.Now().Add(3 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 		left = nil
-		for _, p := range hostProcs(b.workRoot) {
+		for _, p := range hostProcs(b.WorkRoot()) {
 			left = append(left, "process "+p)
 		}
-		for _, l := range myLeaves() {
+		for _, l := range myLeaves(b) {
 			left = append(left, "cgroup "+l)
 		}
-		for _, m := range myMounts(b.workRoot) {
+		for _, m := range mountsUnder(b.WorkRoot()) {
 			left = append(left, "mount "+m)
 		}
 		ents, err := os.ReadDir(base)
@@ -166,7 +161,7 @@ func TestFIFOStaysInside(t *testing.T) {
 	b := newBackend(t)
 	sb := testutil.Create(t, b, sandbox.Spec{})
 	testutil.WantOK(t, testutil.Exec(t, sb, "/bin/sh", "-c", "mkfifo fifo && echo keep > kept.txt && test -p fifo"))
-	if _, err := os.Lstat(filepath.Join(sb.(*Sandbox).wd.Path, "fifo")); !os.IsNotExist(err) {
+	if _, err := os.Lstat(filepath.Join(sb.(*Sandbox).Work.Path, "fifo")); !os.IsNotExist(err) {
 		t.Fatalf("the FIFO is on the host (err %v); the suite's special_files check applies again", err)
 	}
 	a, err := sb.Artifacts(t.Context())
@@ -182,7 +177,7 @@ func TestFIFOStaysInside(t *testing.T) {
 // while a sandbox in it is open.
 func TestBackendClose(t *testing.T) {
 	b := newBackend(t)
-	base := b.hostEnv().base
+	base := b.Host().Base
 	sb, err := b.Create(t.Context(), sandbox.Spec{})
 	if err != nil {
 		t.Fatal(err)
@@ -196,7 +191,7 @@ func TestBackendClose(t *testing.T) {
 	if err := b.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
-	for _, d := range []string{base, b.workRoot} {
+	for _, d := range []string{base, b.WorkRoot()} {
 		if _, err := os.Stat(d); !os.IsNotExist(err) {
 			t.Fatalf("the backend's directory %s is still there (%v)", d, err)
 		}

@@ -22,6 +22,12 @@
 // as that unprivileged host user; execbox must be root, the user must exist
 // and not be root, and the work root must exist and not be world-writable.
 //
+// Files: local.go (registration, capabilities, health), create.go (the
+// work dir, run_as_user, Close), exec.go (running through the reaper) and
+// reaper.go (the reaper and exec-stage entry points). The id, operation
+// lifecycle, WriteFiles and Artifacts are backend/internal/hostbase's
+// WorkSandbox.
+//
 // The backend and its sandboxes are safe for concurrent use as the sandbox
 // package's contract describes.
 package local

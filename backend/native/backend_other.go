@@ -3,28 +3,13 @@
 package native
 
 import (
-	"context"
 	"runtime"
-	"time"
 
+	"github.com/execbox/execbox/backend/internal/hostbase"
 	"github.com/execbox/execbox/sandbox"
 )
 
-var errNotLinux = sandbox.Errorf(sandbox.ErrUnavailable, "native_unavailable", "the native backend needs Linux namespaces; this is %s", runtime.GOOS)
-
-// hostEnv is empty off Linux.
-type hostEnv struct{}
-
-func (b *Backend) Capabilities() sandbox.Capabilities {
-	return sandbox.Capabilities{Isolation: sandbox.IsolationProcess, Sessions: true}
+func build(Config, sandbox.Settings) sandbox.Backend {
+	return hostbase.NewUnsupported(Name, sandbox.IsolationProcess,
+		sandbox.Errorf(sandbox.ErrUnavailable, "native_unavailable", "the native backend needs Linux namespaces; this is %s", runtime.GOOS))
 }
-
-func (b *Backend) Health(ctx context.Context) sandbox.Health {
-	return sandbox.Health{Reason: errNotLinux.Error(), CheckedAt: time.Now()}
-}
-
-func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
-	return nil, errNotLinux
-}
-
-var _ sandbox.Backend = (*Backend)(nil)

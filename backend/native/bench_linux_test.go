@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"testing"
-	"time"
 
 	"github.com/execbox/execbox/internal/seccomp"
 	"github.com/execbox/execbox/internal/testutil"
@@ -56,19 +55,16 @@ func benchStart(b *testing.B, args []string) {
 		sb := testutil.Create(b, nb, sandbox.Spec{})
 		return func() error { return testutil.Check(sb.Exec(context.Background(), p)) }
 	}
-	variants := []struct {
-		name string
-		run  func() error
-	}{
-		{"bare", func() error {
+	variants := []testutil.Variant{
+		{Name: "bare", Run: func() error {
 			cmd := exec.Command(args[0], args[1:]...)
 			cmd.Env = []string{"PATH=/usr/bin:/bin"}
 			return cmd.Run()
 		}},
-		{"native", oneShot(standalone)},
-		{"native-exec", inSandbox(standalone)},
-		{"reexec", oneShot(reexec)},
-		{"reexec-exec", inSandbox(reexec)},
+		{Name: "native", Run: oneShot(standalone)},
+		{Name: "native-exec", Run: inSandbox(standalone)},
+		{Name: "reexec", Run: oneShot(reexec)},
+		{Name: "reexec-exec", Run: inSandbox(reexec)},
 	}
 	if bw, err := exec.LookPath("bwrap"); err == nil {
 		filter, err := seccomp.Bytes()
@@ -76,38 +72,11 @@ func benchStart(b *testing.B, args []string) {
 			b.Fatal(err)
 		}
 		work := b.TempDir()
-		variants = append(variants, struct {
-			name string
-			run  func() error
-		}{"bwrap", func() error { return runBwrap(bw, work, filter, args) }})
+		variants = append(variants, testutil.Variant{Name: "bwrap", Run: func() error { return runBwrap(bw, work, filter, args) }})
 	} else {
 		testutil.SkipOrFail(b, Name, "bwrap is not installed")
 	}
-	times := make([][]time.Duration, len(variants))
-	for i, v := range variants {
-		if err := v.run(); err != nil { // warm-up
-			b.Fatalf("%s: %v", v.name, err)
-		}
-		times[i] = make([]time.Duration, 0, b.N)
-	}
-	b.ResetTimer()
-	for n := range b.N {
-		// A rotating order: no variant always follows the same other one.
-		for k := range variants {
-			i := (n + k) % len(variants)
-			v := variants[i]
-			start := time.Now()
-			if err := v.run(); err != nil {
-				b.Fatalf("%s: %v", v.name, err)
-			}
-			times[i] = append(times[i], time.Since(start))
-		}
-	}
-	b.StopTimer()
-	for i, v := range variants {
-		testutil.ReportP50P90(b, v.name+"-", times[i])
-	}
-	b.ReportMetric(0, "ns/op") // the sum over variants means nothing
+	testutil.SideBySide(b, variants)
 }
 
 // runBwrap runs args under bwrap with the native backend's setup as far as

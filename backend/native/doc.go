@@ -83,6 +83,16 @@
 // <work root>/native/<pid>.<random>; leftover mounts there are detached
 // first). Reconcile does the same on demand.
 //
+// # Files
+//
+// The host probe, health cache (an answer is kept for good: the host is
+// probed once), reconcile, close, the cgroup and work dir, WriteFiles and
+// Artifacts are backend/internal/hostbase's. This package keeps its
+// phases: native.go (config, registration), probe_linux.go (seccomp,
+// Landlock, the init binary, the enforcement table, health texts),
+// create_linux.go (the file-system plan) and exec_linux.go (the init's
+// config, its start and its status).
+//
 // # Concurrency
 //
 // A Backend is safe for concurrent use. A Sandbox is used by one goroutine

@@ -61,7 +61,7 @@ func buildInit(t testing.TB) string {
 // withInit is a backend using the standalone init at path.
 func withInit(t testing.TB, path string) *Backend {
 	t.Helper()
-	b := mustBackend(t, sandbox.Settings{WorkRoot: t.TempDir(), Config: withConfig(func(c *Config) { c.InitPath = path })})
+	b := mustBackend(t, sandbox.Settings{WorkRoot: t.TempDir(), Config: testutil.With(DefaultConfig, func(c *Config) { c.InitPath = path })})
 	return b
 }
 

@@ -3,17 +3,16 @@ package native
 import (
 	"fmt"
 	"path/filepath"
-	"sync"
 
-	"github.com/execbox/execbox/sandbox"
+	"github.com/execbox/execbox/backend/internal/hostbase"
 )
 
 // Name is the registered name of this backend.
 const Name = "native"
 
-func init() {
-	sandbox.Register(sandbox.Registration{Name: Name, New: New, Config: func() any { return DefaultConfig() }})
-}
+// New returns the native backend for settings s. It only records the
+// settings; the host is looked at on first use.
+var New = hostbase.Register(Name, DefaultConfig, build)
 
 // Config is the backend's configuration section (native.*).
 type Config struct {
@@ -40,30 +39,3 @@ func (c *Config) Validate() error {
 	}
 	return nil
 }
-
-// Backend runs sandboxes in fresh Linux namespaces with cgroup limits,
-// seccomp and Landlock. It is safe for concurrent use.
-type Backend struct {
-	cfg      Config
-	workRoot string // this backend's directory under Settings.WorkRoot
-	defaults sandbox.Limits
-
-	envOnce sync.Once
-	env     *hostEnv // facts about the host, probed once (Linux)
-
-	healthMu sync.Mutex
-	health   *sandbox.Health
-}
-
-// New returns the native backend for settings s. It only records the
-// settings; the host is looked at on first use.
-func New(s sandbox.Settings) (sandbox.Backend, error) {
-	cfg := sandbox.ConfigOf(s, DefaultConfig)
-	if err := cfg.Validate(); err != nil {
-		return nil, sandbox.Errorf(sandbox.ErrInvalid, "config_invalid", "%w", err)
-	}
-	return &Backend{cfg: *cfg, workRoot: filepath.Join(s.Root(), Name), defaults: s.DefaultLimits()}, nil
-}
-
-// Name is "native".
-func (b *Backend) Name() string { return Name }

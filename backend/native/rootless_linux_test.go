@@ -107,7 +107,7 @@ func TestRootlessChild(t *testing.T) {
 	if work == "" {
 		t.Skip("run by TestRootless")
 	}
-	b := mustBackend(t, sandbox.Settings{WorkRoot: work, Config: withConfig(func(c *Config) { c.InitPath = os.Getenv("EXECBOX_NATIVE_ROOTLESS_INIT") })})
+	b := mustBackend(t, sandbox.Settings{WorkRoot: work, Config: testutil.With(DefaultConfig, func(c *Config) { c.InitPath = os.Getenv("EXECBOX_NATIVE_ROOTLESS_INIT") })})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	h := b.Health(ctx)
@@ -120,7 +120,7 @@ func TestRootlessChild(t *testing.T) {
 echo x > /x 2>/dev/null || echo ro; ls /sys/class/net 2>/dev/null || python3 -c 'import socket; print(*[n for _, n in socket.if_nameindex()])'
 echo y > /work/f`)
 	rep := rootlessReport{Health: h.Reason, Stdout: res.Stdout, Stderr: res.Stderr, Enforcement: res.Enforcement}
-	if st, err := os.Stat(filepath.Join(sb.(*Sandbox).wd.Path, "f")); err == nil {
+	if st, err := os.Stat(filepath.Join(sb.(*Sandbox).Work.Path, "f")); err == nil {
 		rep.FileOwner = int(st.Sys().(*syscall.Stat_t).Uid)
 	}
 	bomb := testutil.Py(t, b, sandbox.Spec{Limits: sandbox.Limits{Pids: 16, Wall: 10 * time.Second}}, "import os\nwhile True: os.fork()")

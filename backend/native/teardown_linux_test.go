@@ -26,7 +26,7 @@ func Test500RunsLeaveNothing(t *testing.T) {
 		n = 100
 	}
 	testutil.Run(t, b, sandbox.Spec{}, "/bin/true") // warm-up: the base dir is made on first use
-	e := b.hostEnv()
+	e := b.Host()
 	goroutines := runtime.NumGoroutine()
 	start := time.Now()
 	for i := range n {
@@ -38,7 +38,7 @@ func Test500RunsLeaveNothing(t *testing.T) {
 	t.Logf("%d runs in %v (%v each)", n, time.Since(start).Round(time.Millisecond), (time.Since(start) / time.Duration(n)).Round(time.Microsecond))
 
 	// Work dirs: only the root mount point is left in this process's dir.
-	ents, err := os.ReadDir(e.base)
+	ents, err := os.ReadDir(e.Base)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,12 +54,12 @@ func Test500RunsLeaveNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	for line := range strings.Lines(string(mi)) {
-		if f := strings.Fields(line); len(f) > 4 && strings.HasPrefix(f[4], b.workRoot) {
+		if f := strings.Fields(line); len(f) > 4 && strings.HasPrefix(f[4], b.WorkRoot()) {
 			t.Errorf("mount left under the work root: %s", strings.TrimSpace(line))
 		}
 	}
 	// Cgroups: no leaf of this process in any hierarchy.
-	if e.cg != nil {
+	if e.Cgroups != nil {
 		leaves, _ := filepath.Glob("/sys/fs/cgroup/*/execbox/execbox-" + strconv.Itoa(os.Getpid()) + "-*")
 		more, _ := filepath.Glob("/sys/fs/cgroup/execbox/execbox-" + strconv.Itoa(os.Getpid()) + "-*")
 		for _, l := range append(leaves, more...) {
@@ -116,8 +116,8 @@ func TestReconcileRemovesLeftovers(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := mustBackend(t, sandbox.Settings{WorkRoot: root})
-	if e := b.hostEnv(); e.err != nil {
-		t.Fatal(e.err)
+	if e := b.Host(); e.Err != nil {
+		t.Fatal(e.Err)
 	}
 	if _, err := os.Stat(dead); !os.IsNotExist(err) {
 		t.Errorf("the dead process's dir is still there: %v", err)

@@ -49,6 +49,15 @@ func (c *Cgroup) Name() string { return c.name }
 // Dirs are the leaf directories: one per v1 hierarchy, or the v2 leaf.
 func (c *Cgroup) Dirs() []string { return slices.Clone(c.dirs) }
 
+// Path is the leaf's path from the root of its hierarchy (the same in
+// every v1 hierarchy), as an OCI runtime's linux.cgroupsPath names it.
+func (c *Cgroup) Path() string {
+	if c.m.version == V2 {
+		return "/" + strings.TrimLeft(strings.TrimPrefix(c.dirs[0], c.m.v2mount), "/")
+	}
+	return "/" + parentName + "/" + c.name
+}
+
 // dir is the leaf directory that carries controller.
 func (c *Cgroup) dir(controller string) string {
 	if c.m.version == V2 {
@@ -97,7 +106,7 @@ func (c *Cgroup) Stats() (Stats, error) {
 	if err != nil {
 		return Stats{}, fmt.Errorf("reading stats of cgroup %s: %w", c.name, err)
 	}
-	pids, err := c.procs()
+	pids, err := c.Procs()
 	if err != nil {
 		return Stats{}, fmt.Errorf("reading stats of cgroup %s: %w", c.name, err)
 	}
@@ -168,9 +177,9 @@ func (c *Cgroup) remove() error {
 	return errors.Join(errs...)
 }
 
-// procs lists the processes in the cgroup: the union over all leaves. A
+// Procs lists the processes in the cgroup: the union over all leaves. A
 // leaf that is gone counts as empty.
-func (c *Cgroup) procs() ([]int, error) {
+func (c *Cgroup) Procs() ([]int, error) {
 	var out []int
 	for _, d := range c.dirs {
 		data, err := os.ReadFile(filepath.Join(d, "cgroup.procs"))
@@ -193,7 +202,7 @@ func (c *Cgroup) procs() ([]int, error) {
 func (c *Cgroup) waitEmpty(d time.Duration) (left int, err error) {
 	deadline := time.Now().Add(d)
 	for wait := 200 * time.Microsecond; ; wait = min(2*wait, 20*time.Millisecond) {
-		pids, err := c.procs()
+		pids, err := c.Procs()
 		if err != nil || len(pids) == 0 || time.Now().After(deadline) {
 			return len(pids), err
 		}
@@ -203,7 +212,7 @@ func (c *Cgroup) waitEmpty(d time.Duration) (left int, err error) {
 
 // signalAll sends SIGKILL to every process in the cgroup.
 func (c *Cgroup) signalAll() error {
-	pids, err := c.procs()
+	pids, err := c.Procs()
 	if err != nil {
 		return err
 	}

@@ -80,8 +80,10 @@ func leafName(pid int, id string) string {
 	return leafPrefix + strconv.Itoa(pid) + "-" + id
 }
 
-// leafPID parses the daemon PID out of a leaf name.
-func leafPID(name string) (int, bool) {
+// LeafOwner parses the PID of the daemon that made a leaf out of its name,
+// execbox-<pid>-<id>. An OCI runtime given a leaf's Path names the leaves
+// it makes in other hierarchies alike.
+func LeafOwner(name string) (int, bool) {
 	rest, ok := strings.CutPrefix(name, leafPrefix)
 	if !ok {
 		return 0, false

@@ -481,6 +481,43 @@ func TestCloseRemovesDirs(t *testing.T) {
 	}
 }
 
+// A leaf's Path is its directory relative to its hierarchy's mount point,
+// in every hierarchy; on v1 Hierarchies lists every mounted one.
+func TestPathAndHierarchies(t *testing.T) {
+	m := requireCgroups(t)
+	c := newCgroup(t, m, Limits{})
+	mounts, err := readMountinfo("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range c.Dirs() {
+		found := false
+		for _, e := range mounts {
+			if filepath.Join(e.point, c.Path()) == d {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("leaf %s is not a mount point joined with Path %s", d, c.Path())
+		}
+	}
+	h := m.Hierarchies()
+	if m.Version() != V1 {
+		if h != nil {
+			t.Errorf("Hierarchies on %s = %v, want nil", m.Version(), h)
+		}
+		return
+	}
+	for _, hr := range m.v1 {
+		if !slices.Contains(h, hr.mount) {
+			t.Errorf("Hierarchies %v lack the used hierarchy %s", h, hr.mount)
+		}
+	}
+	if len(h) < len(m.v1) {
+		t.Errorf("Hierarchies %v: fewer than the %d used", h, len(m.v1))
+	}
+}
+
 // deadPID returns the PID of a process that has ended.
 func deadPID(t *testing.T) int {
 	for range 10 {

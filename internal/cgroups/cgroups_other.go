@@ -24,9 +24,12 @@ func (m *Manager) Reason() string                         { return "cgroups exis
 func (m *Manager) Mechanisms() map[string]string          { return map[string]string{} }
 func (m *Manager) Create(string, Limits) (*Cgroup, error) { return nil, errNoCgroups }
 func (m *Manager) Reconcile() ([]string, error)           { return nil, nil }
+func (m *Manager) Hierarchies() []string                  { return nil }
 
 func (c *Cgroup) Name() string          { return "" }
 func (c *Cgroup) Dirs() []string        { return nil }
+func (c *Cgroup) Path() string          { return "" }
+func (c *Cgroup) Procs() ([]int, error) { return nil, errNoCgroups }
 func (c *Cgroup) FD() (int, bool)       { return -1, false }
 func (c *Cgroup) Add(int) error         { return errNoCgroups }
 func (c *Cgroup) Stats() (Stats, error) { return Stats{}, errNoCgroups }

@@ -19,9 +19,9 @@ func TestLeafNames(t *testing.T) {
 		{"execbox.daemon", 0, false},
 		{"other-7-a", 0, false},
 	} {
-		pid, ok := leafPID(tc.name)
+		pid, ok := LeafOwner(tc.name)
 		if pid != tc.pid || ok != tc.ok {
-			t.Errorf("leafPID(%q) = %d, %v; want %d, %v", tc.name, pid, ok, tc.pid, tc.ok)
+			t.Errorf("LeafOwner(%q) = %d, %v; want %d, %v", tc.name, pid, ok, tc.pid, tc.ok)
 		}
 	}
 	for id, ok := range map[string]bool{"a": true, "sb-1.x_Y": true, "": false, ".": false, "..": false, "a/b": false, "a\x00": false} {

@@ -83,7 +83,7 @@ func (c *Cgroup) killV1() error {
 	state := filepath.Join(c.dir("freezer"), "freezer.state")
 	deadline := time.Now().Add(killTimeout)
 	for {
-		pids, err := c.procs()
+		pids, err := c.Procs()
 		if err != nil {
 			return err
 		}

@@ -101,7 +101,7 @@ func (c *Cgroup) killV2() error {
 	useKill := fileExists(killFile)
 	deadline := time.Now().Add(killTimeout)
 	for {
-		pids, err := c.procs()
+		pids, err := c.Procs()
 		if err != nil {
 			return err
 		}

@@ -39,7 +39,7 @@ func Main() {
 		exit(125)
 	}
 	var cfg Config
-	if err := readMsg(ctl, &cfg); err != nil {
+	if err := ReadMsg(ctl, &cfg); err != nil {
 		exit(125) // the parent went away
 	}
 	st := run(&cfg, ctl)

@@ -129,7 +129,7 @@ func (l *Launch) Serve(place func(pid int) error) (*Status, error) {
 		return nil, fmt.Errorf("starting the sandbox init: %w", err)
 	}
 	var st Status
-	if err := readMsg(l.parent, &st); err != nil {
+	if err := ReadMsg(l.parent, &st); err != nil {
 		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 			return nil, errors.New("the sandbox init ended without a status")
 		}

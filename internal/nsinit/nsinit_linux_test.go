@@ -54,12 +54,12 @@ func TestFraming(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got Config
-	if err := readMsg(bytes.NewReader(msg), &got); err != nil || got.Args[0] != "/bin/true" {
+	if err := ReadMsg(bytes.NewReader(msg), &got); err != nil || got.Args[0] != "/bin/true" {
 		t.Fatalf("round trip: %v %+v", err, got)
 	}
 	// A length over the bound is refused before anything is allocated.
 	over := []byte{0xff, 0xff, 0xff, 0xff}
-	if err := readMsg(bytes.NewReader(over), &got); err == nil {
+	if err := ReadMsg(bytes.NewReader(over), &got); err == nil {
 		t.Fatal("a 4 GiB length was accepted")
 	}
 	// At the bound: accepted by the framing (JSON decides the rest).
@@ -73,7 +73,7 @@ func TestFraming(t *testing.T) {
 		t.Fatal("a config over the bound was framed")
 	}
 	// A truncated message is an error, not a short config.
-	if err := readMsg(bytes.NewReader(msg[:len(msg)-1]), &got); err == nil {
+	if err := ReadMsg(bytes.NewReader(msg[:len(msg)-1]), &got); err == nil {
 		t.Fatal("a truncated message was accepted")
 	}
 }

@@ -9,7 +9,19 @@ import (
 )
 
 // The control channel is a unix stream socket. Messages are a 4-byte
-// big-endian length and that many bytes of JSON.
+// big-endian length and that many bytes of JSON, at most maxConfig. Every
+// init speaking to execbox over a socket uses this framing (the bwrap
+// backend's too).
+
+// WriteMsg sends v as one framed message.
+func WriteMsg(w io.Writer, v any) error {
+	msg, err := frame(v)
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(msg)
+	return err
+}
 
 // frame returns the framed encoding of v.
 func frame(v any) ([]byte, error) {
@@ -24,8 +36,8 @@ func frame(v any) ([]byte, error) {
 	return append(out, data...), nil
 }
 
-// readMsg reads one framed message into v.
-func readMsg(r io.Reader, v any) error {
+// ReadMsg reads one framed message into v.
+func ReadMsg(r io.Reader, v any) error {
 	var hdr [4]byte
 	if _, err := io.ReadFull(r, hdr[:]); err != nil {
 		return err

@@ -225,3 +225,9 @@ func (o *Outcome) Usage() sandbox.Usage {
 	}
 	return u
 }
+
+// Killed reports whether the supervisor ended the run (timeout, cancel or
+// output limit) rather than the program ending by itself.
+func (o *Outcome) Killed() bool {
+	return o.Reason == sandbox.ReasonTimeout || o.Reason == sandbox.ReasonCanceled || o.Reason == sandbox.ReasonOutputLimit
+}

@@ -8,7 +8,9 @@
 // caller, so helpers start fast and never run the rest of the program.
 //
 // Command builds the exec.Cmd for an entry point. It runs /proc/self/exe,
-// so it works under `go run`, `go test` and an installed binary alike.
+// so it works under `go run`, `go test` and an installed binary alike. A
+// launcher that runs the binary itself and cannot choose argv[0] (bwrap
+// before 0.9) passes Arg0(name) as the only argument instead.
 //
 // Entry points take their configuration from donated file descriptors or
 // argv, never from the environment (a helper that stays inside a sandbox

@@ -9,10 +9,10 @@ import (
 const prefix = "execbox-reexec:"
 
 // Entry registers main as the entry point name. If this process was started
-// by Command(name), Entry runs main and exits with status 0 if main returns.
-// Call it from an init function.
+// as that entry point (see Is), Entry runs main and exits with status 0 if
+// main returns. Call it from an init function.
 func Entry(name string, main func()) {
-	if len(os.Args) > 0 && os.Args[0] == prefix+name {
+	if Is(name) {
 		main()
 		Exit(0)
 	}
@@ -37,5 +37,10 @@ func Command(name string, args ...string) *exec.Cmd {
 // fork and exec /proc/self/exe themselves.
 func Arg0(name string) string { return prefix + name }
 
-// Is reports whether this process is the entry point name.
-func Is(name string) bool { return len(os.Args) > 0 && os.Args[0] == prefix+name }
+// Is reports whether this process is the entry point name: its argv[0] is
+// Arg0(name) (Command), or — from a launcher that sets argv[0] to the path
+// it runs, as bwrap does — Arg0(name) is its one argument.
+func Is(name string) bool {
+	m := prefix + name
+	return len(os.Args) > 0 && os.Args[0] == m || len(os.Args) == 2 && os.Args[1] == m
+}

@@ -1,8 +1,13 @@
 // Package testutil holds the test helpers the backend packages share:
 // run-time gating by probes (a missing prerequisite skips the test, or
-// fails it when EXECBOX_REQUIRE names the backend or feature), running a
-// process or Python in a sandbox of any backend, median measurement for
-// benchmarks, and checks that are identical across backends (Seed004).
+// fails it when EXECBOX_REQUIRE names the backend or feature), building a
+// backend and waiting for it to be available (MustNew, Available, With),
+// running a process or Python in a sandbox of any backend, the
+// side-by-side benchmark loop (SideBySide) and its medians, and checks that
+// are identical across backends: Seed004, Registered, and HostKernel — the
+// limits, isolation and mount checks of the backends that run the program
+// on the host kernel in namespaces of its own (native, bwrap), each the
+// union of what those backends used to check apart.
 //
 // Invariants: a helper never hides a failure — errors fail the test (or,
 // for Exec, mark it failed and return a sandbox-error result). Every

@@ -1,0 +1,307 @@
+package hostbase
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/execbox/execbox/internal/cgroups"
+	"github.com/execbox/execbox/internal/workdir"
+	"github.com/execbox/execbox/sandbox"
+)
+
+// The program's ids inside the sandbox and, unless the backend runs
+// rootless, on the host: an unprivileged host user, so host permissions
+// and per-user limits apply to it.
+const (
+	UID = 65534
+	GID = 65534
+)
+
+// Options describe a backend to the core. F is the type of the facts the
+// backend finds out about the host itself. Only Name and Isolation are
+// required; a nil func has the default its comment names.
+type Options[F any] struct {
+	// Name is the backend's registered name; errors say "<name> backend"
+	// and carry the code "<name>_unavailable".
+	Name      string
+	Isolation sandbox.Isolation
+	// TTL is how long a Health answer is reused and after which a probe
+	// that found the host unusable is repeated; 0 means forever and never.
+	TTL time.Duration
+	// SandboxDir gives every sandbox a directory <base>/<id> of its own,
+	// holding its work dir and whatever the backend adds; without it the
+	// work dir sits directly in the base.
+	SandboxDir bool
+	// CloseEmpty makes Close refuse while a sandbox is still open (its
+	// directory is left for the next start's reconciling) instead of
+	// removing everything under the base.
+	CloseEmpty bool
+	// CgroupPids is a sandbox cgroup's pids limit for Limits.Pids: the
+	// backend's own processes and threads are in the cgroup too. Default:
+	// Limits.Pids.
+	CgroupPids func(pids int) int
+	// HostNetwork is Enforcement["network"] of a sandbox on the host's
+	// network.
+	HostNetwork string
+
+	// Probe finds the backend's own facts and prepares the host, with
+	// Host.OpenCgroups and Host.OpenBase in the order it needs; its error
+	// makes the backend unavailable. Default: OpenCgroups, OpenBase.
+	Probe func(h *Host[F]) error
+	// Enforcement says how each limit is enforced on this host. Default:
+	// Host.Enforcement, the part the backends share.
+	Enforcement func(h *Host[F]) map[string]string
+	// ReconcileMore removes what the backend's runs leave beyond cgroups
+	// and work dirs; it runs after the cgroups are reconciled.
+	ReconcileMore func(h *Host[F])
+
+	// HealthDetails are the facts Health shows. Default: the cgroups.
+	HealthDetails func(h *Host[F]) map[string]string
+	// Ready is the Health reason once the probe's /bin/true ran, which
+	// took took. Default: the cgroups.
+	Ready func(h *Host[F], took time.Duration) string
+	// ProbeFailed is the Health reason when the probe's /bin/true did not
+	// succeed. Default: how it ended, its message and stderr.
+	ProbeFailed func(h *Host[F], res *sandbox.Result) string
+	// Unavailable prefixes the Health reason of an unusable host.
+	Unavailable string
+	// ProbeTimeout bounds the health probe (default 10 s); ProbeWall is
+	// its program's wall-clock limit (default: the default limit).
+	ProbeTimeout, ProbeWall time.Duration
+}
+
+// withDefaults fills in the funcs left nil.
+func (o Options[F]) withDefaults() Options[F] {
+	if o.ProbeTimeout == 0 {
+		o.ProbeTimeout = 10 * time.Second
+	}
+	if o.CgroupPids == nil {
+		o.CgroupPids = func(pids int) int { return pids }
+	}
+	if o.Probe == nil {
+		o.Probe = func(h *Host[F]) error {
+			h.OpenCgroups()
+			return h.OpenBase()
+		}
+	}
+	if o.Enforcement == nil {
+		o.Enforcement = func(h *Host[F]) map[string]string {
+			return h.Enforcement(o.CgroupPids(0), "the backend's own processes")
+		}
+	}
+	if o.HealthDetails == nil {
+		o.HealthDetails = func(h *Host[F]) map[string]string { return map[string]string{"cgroups": h.CgroupInfo} }
+	}
+	if o.Ready == nil {
+		o.Ready = func(h *Host[F], _ time.Duration) string { return h.CgroupInfo }
+	}
+	if o.ProbeFailed == nil {
+		o.ProbeFailed = func(_ *Host[F], res *sandbox.Result) string {
+			return fmt.Sprintf("probe /bin/true ended %s (exit %d): %s %s", res.Reason, res.ExitCode, res.Message, res.Stderr)
+		}
+	}
+	return o
+}
+
+// Backend is the shared part of a backend: it probes the host, says what
+// the backend can enforce and whether it works, reconciles and closes.
+// The backend embeds it and adds Create.
+type Backend[F any] struct {
+	self     sandbox.Backend // the embedding backend, whose sandbox Health starts
+	opts     Options[F]
+	root     string // this backend's directory under Settings.WorkRoot
+	defaults sandbox.Limits
+
+	mu     sync.Mutex
+	host   *Host[F]
+	closed bool
+
+	healthMu sync.Mutex
+	health   *sandbox.Health
+}
+
+// NewBackend returns the core of backend self (the backend that embeds
+// it) for settings s. It only records them; the host is looked at on
+// first use.
+func NewBackend[F any](self sandbox.Backend, s sandbox.Settings, o Options[F]) *Backend[F] {
+	return &Backend[F]{self: self, opts: o.withDefaults(), root: filepath.Join(s.Root(), o.Name), defaults: s.DefaultLimits()}
+}
+
+// Name is the registered name.
+func (b *Backend[F]) Name() string { return b.opts.Name }
+
+// WorkRoot is this backend's directory under the work root.
+func (b *Backend[F]) WorkRoot() string { return b.root }
+
+// Host is what the backend found out about this host. It probes on first
+// use, and again after TTL while the last probe found the host unusable.
+func (b *Backend[F]) Host() *Host[F] {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if h := b.host; h == nil || (h.Err != nil && !b.closed && b.opts.TTL > 0 && time.Since(h.at) >= b.opts.TTL) {
+		b.host = b.probe()
+	}
+	return b.host
+}
+
+func (b *Backend[F]) probe() *Host[F] {
+	h := &Host[F]{root: b.root, UID: UID, GID: GID, rootless: os.Geteuid() != 0, at: time.Now()}
+	h.Err = b.opts.Probe(h)
+	if h.Err != nil && h.Base != "" {
+		// Nothing will be made there; a later probe makes its own.
+		(&workdir.Base{Root: b.root, Path: h.Base}).Close()
+		h.Base = ""
+	}
+	h.Limits = b.opts.Enforcement(h)
+	return h
+}
+
+// Capabilities describe the backend on this host.
+func (b *Backend[F]) Capabilities() sandbox.Capabilities {
+	return sandbox.Capabilities{
+		Isolation: b.opts.Isolation,
+		Sessions:  true,
+		Networks:  []sandbox.Network{sandbox.NetworkNone, sandbox.NetworkHost},
+		Limits:    maps.Clone(b.Host().Limits),
+	}
+}
+
+// Admit checks spec against the host before a sandbox is made: it
+// returns the host and spec with the default limits applied.
+func (b *Backend[F]) Admit(spec sandbox.Spec) (*Host[F], sandbox.Spec, error) {
+	if err := spec.Validate(); err != nil {
+		return nil, spec, err
+	}
+	h := b.Host()
+	if h.Err != nil {
+		return nil, spec, sandbox.Errorf(sandbox.ErrUnavailable, b.opts.Name+"_unavailable", "%s backend: %w", b.opts.Name, h.Err)
+	}
+	spec.Limits = spec.Limits.WithDefaults(b.defaults)
+	return h, spec, nil
+}
+
+// Reconcile removes what a crashed execbox left: cgroups of dead
+// processes (and with them their processes), and work dirs (with their
+// mounts) of processes that are gone. It runs by itself on first use;
+// calling it again is safe at any time.
+func (b *Backend[F]) Reconcile(ctx context.Context) ([]string, error) {
+	h := b.Host()
+	var removed []string
+	var errs []error
+	if h.Cgroups != nil {
+		r, err := h.Cgroups.Reconcile()
+		removed = append(removed, r...)
+		errs = append(errs, err)
+		if b.opts.ReconcileMore != nil {
+			b.opts.ReconcileMore(h)
+		}
+	}
+	r, err := workdir.Reconcile(b.root)
+	removed = append(removed, r...)
+	errs = append(errs, err)
+	return removed, errors.Join(errs...)
+}
+
+// Close removes this process's directory under the work root, and the
+// backend's directory when nothing else is left in it; new sandboxes are
+// refused from then on. The engine calls it at shutdown, after every
+// sandbox is closed.
+func (b *Backend[F]) Close() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.closed = true
+	h := &Host[F]{}
+	if b.host != nil {
+		h = b.host
+	}
+	// Open sandboxes keep the old value; new ones are refused.
+	closed := *h
+	closed.Err = errors.New("the backend is closed")
+	b.host = &closed
+	d := workdir.Base{Root: b.root, Path: h.Base}
+	if b.opts.CloseEmpty {
+		if err := d.CloseEmpty(); err != nil {
+			return fmt.Errorf("removing the %s backend's work dir (a sandbox is still open?): %w", b.opts.Name, err)
+		}
+		return nil
+	}
+	if err := d.Close(); err != nil {
+		return fmt.Errorf("removing the %s work dir: %w", b.opts.Name, err)
+	}
+	return nil
+}
+
+// Host is what a backend found out about this host. It does not change
+// once probed (a new probe makes a new Host).
+type Host[F any] struct {
+	// Own are the backend's own facts.
+	Own F
+	// Cgroups makes the sandboxes' cgroups; nil when none are usable.
+	Cgroups *cgroups.Manager
+	// CgroupInfo is the cgroup version and why, or why there is none.
+	CgroupInfo string
+	// Mechanisms say what enforces each cgroup limit (cgroups.Manager).
+	Mechanisms map[string]string
+	// Base is this process's directory under the work root.
+	Base string
+	// UID and GID are the program's ids on the host (UID and GID unless
+	// rootless).
+	UID, GID int
+	// Err says why the backend cannot work here; nil when it can.
+	Err error
+	// Limits say how each limit is enforced.
+	Limits map[string]string
+
+	root     string
+	rootless bool
+	at       time.Time
+}
+
+// Rootless reports whether execbox runs unprivileged: it cannot mount on
+// the host then, and the work dir has no size limit of its own.
+func (h *Host[F]) Rootless() bool { return h.rootless }
+
+// OpenCgroups finds the host's cgroups and removes what dead execbox
+// processes left in them.
+func (h *Host[F]) OpenCgroups() {
+	m, err := cgroups.Open()
+	if err != nil {
+		h.CgroupInfo = "cgroups unusable: " + err.Error()
+		return
+	}
+	h.CgroupInfo = m.Version() + ": " + m.Reason()
+	h.Mechanisms = m.Mechanisms()
+	if m.Version() == cgroups.None {
+		return
+	}
+	h.Cgroups = m
+	if _, err := m.Reconcile(); err != nil {
+		h.CgroupInfo += " (reconciling: " + err.Error() + ")"
+	}
+}
+
+// OpenBase removes what dead execbox processes left under the work root
+// and makes this process's own directory there.
+func (h *Host[F]) OpenBase() error {
+	d, err := workdir.OpenBase(h.root)
+	if err != nil {
+		return err
+	}
+	h.Base = d.Path
+	return nil
+}
+
+// WorkRoot is the backend's directory under the work root.
+func (h *Host[F]) WorkRoot() string { return h.root }
+
+// Interface guards.
+var (
+	_ sandbox.Closer     = (*Backend[struct{}])(nil)
+	_ sandbox.Reconciler = (*Backend[struct{}])(nil)
+)

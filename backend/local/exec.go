@@ -1,0 +1,135 @@
+package local
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/execbox/execbox/internal/proc"
+	"github.com/execbox/execbox/internal/reexec"
+	"github.com/execbox/execbox/sandbox"
+)
+
+// run runs p through the reaper, as a plain host subprocess.
+func (s *Sandbox) run(ctx context.Context, p *sandbox.Process) (*sandbox.Result, error) {
+	l := s.Spec.Limits
+	fixed := map[string]string{"HOME": s.Work.Path, "TMPDIR": s.tmp, "PATH": hostPATH()}
+	if s.user != nil {
+		fixed["USER"], fixed["LOGNAME"], fixed["SHELL"] = s.user.Username, s.user.Username, "/bin/sh"
+	}
+	env := sandbox.BuildEnv(os.Environ(), s.Spec.Policy, fixed, s.Spec.Env, p.Env)
+	dir := filepath.Join(s.Work.Path, p.Dir)
+	prog, err := lookPath(p.Args[0], env, dir)
+	if err != nil {
+		return nil, err
+	}
+	cfg, _ := json.Marshal(reaperConfig{Path: prog, Rlimits: map[int]uint64{
+		unix.RLIMIT_DATA:   uint64(l.Memory),
+		unix.RLIMIT_NPROC:  uint64(l.Pids),
+		unix.RLIMIT_FSIZE:  uint64(l.FileSize),
+		unix.RLIMIT_NOFILE: uint64(l.NoFile),
+		unix.RLIMIT_CPU:    uint64(max(l.CPUTime/time.Second, 1)),
+	}})
+	cmd := reexec.Command("local-reaper", append([]string{string(cfg)}, p.Args...)...)
+	cmd.Env, cmd.Dir = env, dir
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM, Credential: s.cred}
+	statusR, statusW, err := os.Pipe()
+	if err != nil {
+		return nil, sandbox.Errorf(sandbox.ErrInternal, "pipe_failed", "creating status pipe: %w", err)
+	}
+	defer statusR.Close()
+	cmd.ExtraFiles = []*os.File{statusW}
+	out, err := proc.Run(ctx, cmd, s.Supervision(p, func() error {
+		// SIGTERM asks the reaper to kill the whole tree and exit.
+		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
+			return err
+		}
+		return nil
+	}))
+	statusW.Close()
+	if err != nil {
+		return nil, sandbox.Errorf(sandbox.ErrInternal, "start_failed", "starting local reaper: %w", err)
+	}
+	res := out.Result(s.ID(), Name, sandbox.IsolationNone)
+	res.Usage = out.Usage()
+	res.Enforcement = enforcement
+	var st status
+	raw, _ := io.ReadAll(io.LimitReader(statusR, 1024))
+	if json.Unmarshal(raw, &st) != nil {
+		// The reaper died before the program ended (killed from outside,
+		// or it could not start the program).
+		if out.Reason == sandbox.ReasonExited || out.Reason == sandbox.ReasonSignaled {
+			res.Reason = sandbox.ReasonSandboxError
+			res.Message = "the local reaper ended without a status: " + strings.TrimSpace(res.Stderr)
+		}
+		return res, nil
+	}
+	res.ExitCode, res.Signal = st.Exit, ""
+	if st.Signal != 0 {
+		res.Signal = unix.SignalName(syscall.Signal(st.Signal))
+	}
+	if res.Reason == sandbox.ReasonExited || res.Reason == sandbox.ReasonSignaled {
+		res.Reason = sandbox.ReasonOf(syscall.Signal(st.Signal))
+	}
+	return res, nil
+}
+
+// lookPath finds prog the way a shell would with the sandbox's own PATH.
+func lookPath(prog string, env []string, dir string) (string, error) {
+	if strings.Contains(prog, "/") {
+		if !filepath.IsAbs(prog) {
+			prog = filepath.Join(dir, prog)
+		}
+		if isExecutable(prog) {
+			return prog, nil
+		}
+		return "", sandbox.Errorf(sandbox.ErrInvalid, "program_not_found", "program %q not found or not executable", prog)
+	}
+	path := ""
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			path = v
+		}
+	}
+	for _, d := range filepath.SplitList(path) {
+		if d == "" || !filepath.IsAbs(d) {
+			continue
+		}
+		if c := filepath.Join(d, prog); isExecutable(c) {
+			return c, nil
+		}
+	}
+	return "", sandbox.Errorf(sandbox.ErrInvalid, "program_not_found", "program %q not found in the sandbox's PATH", prog)
+}
+
+// hostPATH is the host's PATH without relative entries and without entries
+// in execbox's own home directory: an operator's personal toolchains and
+// shims (pyenv, cargo, …) are not the sandbox's business, and they would
+// drag their own environment in. A request may still set PATH itself.
+func hostPATH() string {
+	home, _ := os.UserHomeDir()
+	var keep []string
+	for _, d := range filepath.SplitList(os.Getenv("PATH")) {
+		if !filepath.IsAbs(d) || (home != "" && home != "/" && (d == home || strings.HasPrefix(d, home+"/"))) {
+			continue
+		}
+		keep = append(keep, d)
+	}
+	if len(keep) == 0 {
+		return "/usr/local/bin:/usr/bin:/bin"
+	}
+	return strings.Join(keep, ":")
+}
+
+func isExecutable(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && st.Mode().IsRegular() && st.Mode().Perm()&0o111 != 0
+}

@@ -1,0 +1,37 @@
+// Package workdir keeps sandboxes' directories on the host: a backend's
+// work root, this process's base directory in it (Base), each sandbox's
+// work dir below that (Dir, mounted at /work inside), and their removal.
+//
+//	<work root>/<pid>.<rand>/…/execbox-XXXX
+//	 backend     Base           Dir
+//
+// # Writing in and collecting out
+//
+// Dir.Write puts input files into a work dir and Dir.Collect takes
+// artifacts out of it, never following a symlink the sandboxed program may
+// have planted: every path is resolved by the kernel with
+// openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS)
+// from a directory fd, so a symlink anywhere on the way — even one created
+// between a check and a use — makes the operation fail instead of escaping
+// the work dir. Collect is only safe while no sandboxed process runs
+// (after Exec), since a running program could change files mid-read;
+// sizes are still bounded then.
+//
+// # Invariants
+//
+//   - Reconcile removes a base only when its process is dead, or when it
+//     carries this process's PID but no Base of this process owns it (a
+//     previous process with the same PID, as PID 1 in a container).
+//   - Before removing a tree, every mount at or below it is detached,
+//     deepest first, and RemoveTree refuses while any mount is left, so a
+//     writable host bind is never emptied by a recursive remove.
+//   - Base.Close removes only its own directory, and the work root only
+//     when it is empty (another process may be using it).
+//
+// # Concurrency
+//
+// The set of live bases is process-wide and safe for concurrent use, so
+// several Bases (one per backend) may share a work root; a single Base is
+// closed once, after every sandbox under it is closed. A Dir is used by
+// one goroutine at a time.
+package workdir

@@ -1,0 +1,92 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func TestLifecycleBeginAfterClose(t *testing.T) {
+	var l Lifecycle
+	if err := l.Begin("sb1", nil); err != nil {
+		t.Fatalf("Begin before Close: %v", err)
+	}
+	l.Done()
+	if !l.Close() {
+		t.Fatal("first Close returned false")
+	}
+	err := l.Begin("sb1", nil)
+	if !errors.Is(err, ErrNotFound) || CodeOf(err) != "sandbox_closed" {
+		t.Fatalf("Begin after Close = %v (code %q); want ErrNotFound sandbox_closed", err, CodeOf(err))
+	}
+	if l.Close() {
+		t.Fatal("second Close returned true")
+	}
+}
+
+func TestLifecycleCloseCancelsAndWaits(t *testing.T) {
+	var l Lifecycle
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := l.Begin("sb2", cancel); err != nil {
+		t.Fatal(err)
+	}
+	var ended atomic.Bool
+	go func() {
+		<-ctx.Done() // the "Exec" runs until Close cancels it
+		time.Sleep(50 * time.Millisecond)
+		ended.Store(true)
+		l.Done()
+	}()
+	// A plain operation (no cancel) registered alongside.
+	if err := l.Begin("sb2", nil); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		time.Sleep(20 * time.Millisecond)
+		l.Done()
+	}()
+	done := make(chan bool)
+	go func() { done <- l.Close() }()
+	select {
+	case first := <-done:
+		if !first {
+			t.Fatal("first Close returned false")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close did not return: the running operation was not canceled")
+	}
+	if ctx.Err() == nil {
+		t.Fatal("Close did not cancel the running Exec's context")
+	}
+	if !ended.Load() {
+		t.Fatal("Close returned before the operation called Done")
+	}
+	if l.Close() {
+		t.Fatal("second Close returned true")
+	}
+}
+
+func TestLifecycleConcurrentClose(t *testing.T) {
+	var l Lifecycle
+	results := make(chan bool, 8)
+	for range 8 {
+		go func() {
+			if l.Begin("sb3", nil) == nil {
+				l.Done()
+			}
+			results <- l.Close()
+		}()
+	}
+	firsts := 0
+	for range 8 {
+		if <-results {
+			firsts++
+		}
+	}
+	if firsts != 1 {
+		t.Fatalf("%d Close calls returned true; want exactly 1", firsts)
+	}
+}
