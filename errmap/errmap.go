@@ -65,6 +65,47 @@ func ExitCode(err error) int {
 	return ExitRefused
 }
 
+// Exit codes of a run, like `docker run` and `timeout` (see ResultExitCode).
+const (
+	ExitTimeout  = 124 // the wall-clock limit ended it
+	ExitCanceled = 130 // the caller cancelled (as after SIGINT)
+)
+
+// ResultExitCode is the CLI's exit code for a program that ran: its own
+// exit status; ExitTimeout when the wall-clock limit ended it; ExitRefused
+// when the sandbox failed around it; ExitCanceled when the caller
+// cancelled; 128+N when signal N ended it; ExitRefused for any other end
+// with no exit status (an output limit kill without a recorded signal).
+func ResultExitCode(res *sandbox.Result) int {
+	switch {
+	case res.Reason == sandbox.ReasonTimeout:
+		return ExitTimeout
+	case res.Reason == sandbox.ReasonSandboxError:
+		return ExitRefused
+	case res.Reason == sandbox.ReasonCanceled:
+		return ExitCanceled
+	case res.Signal != "":
+		if n, ok := signalNumbers[res.Signal]; ok {
+			return 128 + n
+		}
+		return ExitRefused
+	case res.Reason == sandbox.ReasonExited:
+		return res.ExitCode
+	default:
+		return ExitRefused
+	}
+}
+
+// signalNumbers are Linux's signal numbers by name, for 128+N; a table
+// because the standard library has no name → number lookup.
+var signalNumbers = map[string]int{
+	"SIGHUP": 1, "SIGINT": 2, "SIGQUIT": 3, "SIGILL": 4, "SIGTRAP": 5, "SIGABRT": 6, "SIGBUS": 7, "SIGFPE": 8,
+	"SIGKILL": 9, "SIGUSR1": 10, "SIGSEGV": 11, "SIGUSR2": 12, "SIGPIPE": 13, "SIGALRM": 14, "SIGTERM": 15,
+	"SIGSTKFLT": 16, "SIGCHLD": 17, "SIGCONT": 18, "SIGSTOP": 19, "SIGTSTP": 20, "SIGTTIN": 21, "SIGTTOU": 22,
+	"SIGURG": 23, "SIGXCPU": 24, "SIGXFSZ": 25, "SIGVTALRM": 26, "SIGPROF": 27, "SIGWINCH": 28, "SIGIO": 29,
+	"SIGPWR": 30, "SIGSYS": 31,
+}
+
 // functionKinds maps every error code of the function protocol (the
 // function package's Code… constants) to its kind.
 var functionKinds = map[string]*sandbox.Kind{

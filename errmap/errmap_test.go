@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/execbox/execbox/sandbox"
+	"golang.org/x/sys/unix"
 )
 
 func TestHTTPStatusRoundTrip(t *testing.T) {
@@ -60,5 +61,38 @@ func TestFunctionKind(t *testing.T) {
 	}
 	if n := len(FunctionCodes()); n != 18 {
 		t.Errorf("%d function codes, want 18", n)
+	}
+}
+
+func TestResultExitCode(t *testing.T) {
+	for _, c := range []struct {
+		res  sandbox.Result
+		want int
+	}{
+		{sandbox.Result{Reason: sandbox.ReasonExited, ExitCode: 0}, 0},
+		{sandbox.Result{Reason: sandbox.ReasonExited, ExitCode: 7}, 7},
+		{sandbox.Result{Reason: sandbox.ReasonTimeout, ExitCode: -1, Signal: "SIGKILL"}, 124},
+		{sandbox.Result{Reason: sandbox.ReasonCanceled, ExitCode: -1, Signal: "SIGKILL"}, 130},
+		{sandbox.Result{Reason: sandbox.ReasonSandboxError, ExitCode: -1}, 125},
+		{sandbox.Result{Reason: sandbox.ReasonSignaled, ExitCode: -1, Signal: "SIGKILL"}, 137},
+		{sandbox.Result{Reason: sandbox.ReasonSignaled, ExitCode: -1, Signal: "SIGSEGV"}, 139},
+		{sandbox.Result{Reason: sandbox.ReasonMemoryLimit, ExitCode: -1, Signal: "SIGKILL"}, 137},
+		{sandbox.Result{Reason: sandbox.ReasonCPULimit, ExitCode: -1, Signal: "SIGXCPU"}, 152},
+		{sandbox.Result{Reason: sandbox.ReasonOutputLimit, ExitCode: -1, Signal: "SIGKILL"}, 137},
+		{sandbox.Result{Reason: sandbox.ReasonOutputLimit, ExitCode: -1}, 125},
+		{sandbox.Result{Reason: sandbox.ReasonSignaled, ExitCode: -1, Signal: "SIGNOPE"}, 125},
+	} {
+		if got := ResultExitCode(&c.res); got != c.want {
+			t.Errorf("%s %s exit %d: %d, want %d", c.res.Reason, c.res.Signal, c.res.ExitCode, got, c.want)
+		}
+	}
+	// The table agrees with x/sys's for every standard signal.
+	if len(signalNumbers) != 31 {
+		t.Errorf("%d signals in the table, want 31", len(signalNumbers))
+	}
+	for name, n := range signalNumbers {
+		if want := unix.SignalNum(name); int(want) != n {
+			t.Errorf("%s = %d, x/sys says %d", name, n, want)
+		}
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	v1 "github.com/execbox/execbox/api/v1"
 	"github.com/execbox/execbox/client"
+	"github.com/execbox/execbox/errmap"
 	"github.com/execbox/execbox/function"
 	"github.com/execbox/execbox/internal/config"
 	"github.com/execbox/execbox/internal/server"
@@ -72,7 +73,7 @@ func runAt(ctx context.Context, g *globals, f *runFlags, remote string, args []s
 	} else {
 		reportTruncation(res)
 	}
-	return exitError{exitCode(res)}
+	return exitError{errmap.ResultExitCode(res)}
 }
 
 // remoteRequest builds the wire request from the same flags a local run

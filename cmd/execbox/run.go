@@ -13,8 +13,8 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/sys/unix"
 
+	"github.com/execbox/execbox/errmap"
 	"github.com/execbox/execbox/internal/config"
 	"github.com/execbox/execbox/sandbox"
 )
@@ -107,7 +107,7 @@ func runRun(ctx context.Context, g *globals, f *runFlags, args []string) error {
 	} else {
 		reportTruncation(res)
 	}
-	return exitError{exitCode(res)}
+	return exitError{errmap.ResultExitCode(res)}
 }
 
 func (f *runFlags) spec(cfg *config.Config) (sandbox.Spec, error) {
@@ -227,27 +227,6 @@ func reportTruncation(res *sandbox.Result) {
 			msg = ": " + msg
 		}
 		fmt.Fprintf(os.Stderr, "execbox: run ended: %s%s\n", res.Reason, msg)
-	}
-}
-
-// exitCode maps a result to the CLI's exit code, like `docker run` and `timeout`.
-func exitCode(res *sandbox.Result) int {
-	switch {
-	case res.Reason == sandbox.ReasonTimeout:
-		return 124
-	case res.Reason == sandbox.ReasonSandboxError:
-		return 125
-	case res.Reason == sandbox.ReasonCanceled:
-		return 130
-	case res.Signal != "":
-		if n := unix.SignalNum(res.Signal); n > 0 {
-			return 128 + int(n)
-		}
-		return 125
-	case res.Reason == sandbox.ReasonExited:
-		return res.ExitCode
-	default: // canceled, output_limit, … with no signal recorded
-		return 125
 	}
 }
 
