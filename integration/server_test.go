@@ -224,6 +224,20 @@ func (s *server) auditCount(filters ...string) int {
 	return n
 }
 
+// gateCommand is a run request whose program prints "up" and then waits
+// until a file exists at gate: the test decides when it ends.
+func gateCommand(gate string) string {
+	return fmt.Sprintf(`{"command":["sh","-c","echo up; while [ ! -e %s ]; do sleep 0.01; done"]}`, gate)
+}
+
+// touch creates an empty file at path, opening a gate.
+func touch(t *testing.T, path string) {
+	t.Helper()
+	if err := os.WriteFile(path, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func requirePython(t *testing.T) {
 	t.Helper()
 	if _, err := exec.LookPath("python3"); err != nil {
@@ -308,8 +322,10 @@ func TestServeErrorStatuses(t *testing.T) {
 		"EXECBOX_SERVER_MAX_BODY=4k", "EXECBOX_SERVER_MAX_RUNS=1"))
 	adm := []string{"Authorization", "Bearer admin-secret"}
 
-	// 429 first: one streaming run holds the only run slot.
-	req, _ := http.NewRequest("POST", s.url+"/v1/runs?stream=1", strings.NewReader(`{"command":["sh","-c","echo up; sleep 1"]}`))
+	// 429 first: one streaming run holds the only run slot until the test
+	// opens its gate (the local backend runs on the host).
+	gate := filepath.Join(t.TempDir(), "gate")
+	req, _ := http.NewRequest("POST", s.url+"/v1/runs?stream=1", strings.NewReader(gateCommand(gate)))
 	req.Header.Set("Authorization", "Bearer admin-secret")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -334,6 +350,7 @@ func TestServeErrorStatuses(t *testing.T) {
 	}
 	st, h, body := s.raw("POST", "/v1/runs", `{"command":["true"]}`, adm...)
 	check("429", want{429, "busy", "Retry-After"}, st, h, body)
+	touch(t, gate)
 	io.Copy(io.Discard, br)
 	resp.Body.Close()
 
@@ -380,21 +397,34 @@ func TestServeRefusesNonLoopbackWithoutToken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_ = s
+	// It listens on every address and answers, with the token only.
+	if !strings.Contains(s.url, "0.0.0.0:") && !strings.Contains(s.url, "[::]:") {
+		t.Errorf("listening on %s, want the wildcard address", s.url)
+	}
+	if st, _, _ := s.raw("GET", "/v1/health", ""); st != 401 {
+		t.Errorf("/v1/health without a token: %d, want 401", st)
+	}
+	if st, _, body := s.raw("GET", "/v1/health", "", "Authorization", "Bearer wide-secret"); st != 200 {
+		t.Errorf("/v1/health with the token: %d %s", st, body)
+	}
 }
 
 // TestServeGracefulShutdown: SIGTERM turns /readyz false while requests
 // are still served (drain delay), lets a short run finish, cancels a long
 // one at the shutdown timeout, leaves no process or work dir, exits 0.
 func TestServeGracefulShutdown(t *testing.T) {
-	s := startServer(t, append(localServe, "EXECBOX_SERVER_DRAIN_DELAY=1s", "EXECBOX_SERVER_SHUTDOWN_TIMEOUT=1s"))
+	// The short run ends when the test opens its gate, during the drain;
+	// the long one never does and is cancelled at the shutdown timeout.
+	s := startServer(t, append(localServe, "EXECBOX_SERVER_DRAIN_DELAY=1s", "EXECBOX_SERVER_SHUTDOWN_TIMEOUT=3s"))
 	c := s.client("")
+	gate := filepath.Join(t.TempDir(), "gate")
 	marker := strconv.Itoa(int(time.Now().UnixNano()%90000000 + 10000000))
 	var wg sync.WaitGroup
 	var short, long *v1.RunResult
 	var shortErr, longErr error
 	wg.Go(func() {
-		short, shortErr = c.Run(context.Background(), &v1.RunRequest{Command: []string{"sh", "-c", "sleep 1.5; echo finished"}})
+		short, shortErr = c.Run(context.Background(), &v1.RunRequest{Command: []string{"sh", "-c",
+			"while [ ! -e " + gate + " ]; do sleep 0.01; done; echo finished"}})
 	})
 	wg.Go(func() {
 		long, longErr = c.Run(context.Background(), &v1.RunRequest{Command: []string{"sh", "-c", "sleep " + marker}})
@@ -416,6 +446,7 @@ func TestServeGracefulShutdown(t *testing.T) {
 	if ready != 503 || live != 200 {
 		t.Errorf("while draining: readyz %d, healthz %d", ready, live)
 	}
+	touch(t, gate)
 	select {
 	case <-s.exited:
 	case <-time.After(30 * time.Second):
@@ -458,12 +489,13 @@ func TestServeTokens(t *testing.T) {
 	ctx := context.Background()
 	ci, slow, root := s.client("ci-secret"), s.client("slow-secret"), s.client("root-secret")
 
-	// ci: one execution at a time.
+	// ci: one execution at a time; its first holds until the gate opens.
+	gate := filepath.Join(t.TempDir(), "gate")
 	started := make(chan struct{})
 	var once sync.Once
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		_, err := ci.RunStream(ctx, &v1.RunRequest{Command: []string{"sh", "-c", "echo up; sleep 1"}},
+		_, err := ci.RunStream(ctx, &v1.RunRequest{Command: []string{"sh", "-c", "echo up; while [ ! -e " + gate + " ]; do sleep 0.01; done"}},
 			writerFunc(func([]byte) { once.Do(func() { close(started) }) }), nil)
 		if err != nil {
 			t.Error(err)
@@ -474,6 +506,7 @@ func TestServeTokens(t *testing.T) {
 	if !errors.Is(err, sandbox.ErrBusy) || sandbox.CodeOf(err) != v1.CodeTooManyInFlight {
 		t.Errorf("ci's second call: %v", err)
 	}
+	touch(t, gate)
 	wg.Wait()
 	// slow: one call, then rate_limited with Retry-After 5.
 	if _, err := slow.Lint(ctx, &v1.FunctionRequest{Code: "def main(): pass"}); err != nil {
