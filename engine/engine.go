@@ -48,6 +48,10 @@ type Options struct {
 	// runtime.NumCPU(). Function calls have their own bound
 	// (Functions.Concurrency), so a burst of one kind cannot starve the other.
 	MaxRuns int
+	// HealthCache is a file where probe answers are kept between
+	// processes (the CLI runs once per command); "" keeps none. Its
+	// directory should be one only this user can write.
+	HealthCache string
 	// Functions configure the function executor that Functions returns.
 	// Its Policy field is ignored: Policy above applies to every call.
 	Functions function.Options
@@ -57,7 +61,8 @@ type Options struct {
 type Engine struct {
 	opts     Options
 	backends map[string]sandbox.Backend
-	order    []string // registered names, sorted
+	configs  map[string]any // each backend's configuration section, for the health cache
+	order    []string       // registered names, sorted
 
 	slots     chan struct{} // one per running sandbox, MaxRuns of them
 	functions *function.Executor
@@ -66,11 +71,6 @@ type Engine struct {
 	health map[string]*probe
 	stop   chan struct{}
 	wg     sync.WaitGroup
-}
-
-type probe struct {
-	done chan struct{} // closed once the first probe finished
-	h    sandbox.Health
 }
 
 // New builds every registered backend. A factory error makes that backend
@@ -97,7 +97,7 @@ func New(o Options) (*Engine, error) {
 	if o.MaxRuns == 0 {
 		o.MaxRuns = runtime.NumCPU()
 	}
-	e := &Engine{opts: o, backends: map[string]sandbox.Backend{}, health: map[string]*probe{}, stop: make(chan struct{}),
+	e := &Engine{opts: o, backends: map[string]sandbox.Backend{}, health: map[string]*probe{}, configs: map[string]any{}, stop: make(chan struct{}),
 		slots: make(chan struct{}, o.MaxRuns)}
 	fx, err := function.New(function.EngineFunc(e.run), o.Functions)
 	if err != nil {
@@ -114,6 +114,7 @@ func New(o Options) (*Engine, error) {
 		if o.Settings != nil {
 			s = o.Settings(name)
 		}
+		e.configs[name] = s.Config
 		b, err := r.New(s)
 		if err != nil {
 			p := &probe{done: make(chan struct{}), h: sandbox.Health{Reason: "creating backend: " + err.Error(), CheckedAt: time.Now()}}
@@ -179,87 +180,6 @@ func (e *Engine) Close() {
 			}
 		}
 	}
-}
-
-// probeAsync starts the first probe of name unless one exists; with
-// reconcile, the backend first removes what a crashed execbox left (the
-// daemon's start; a one-shot CLI run leaves that to the backend's own first
-// use).
-func (e *Engine) probeAsync(name string, reconcile bool) *probe {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if p, ok := e.health[name]; ok {
-		return p
-	}
-	p := &probe{done: make(chan struct{})}
-	e.health[name] = p
-	b := e.backends[name]
-	e.wg.Go(func() {
-		if reconcile {
-			e.reconcile(b)
-		}
-		h := e.check(b)
-		e.mu.Lock()
-		p.h = h
-		e.mu.Unlock()
-		close(p.done)
-	})
-	return p
-}
-
-// reconcile removes what a crashed execbox left of backend b, once, before
-// its first probe.
-func (e *Engine) reconcile(b sandbox.Backend) {
-	r, ok := b.(sandbox.Reconciler)
-	if !ok {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	removed, err := r.Reconcile(ctx)
-	if len(removed) > 0 {
-		e.opts.Logger.Info("removed what an earlier execbox left", "backend", b.Name(), "removed", removed)
-	}
-	if err != nil {
-		e.opts.Logger.Warn("reconciling backend", "backend", b.Name(), "err", err)
-	}
-}
-
-func (e *Engine) refresh(name string) {
-	b, ok := e.backends[name]
-	if !ok {
-		return
-	}
-	h := e.check(b)
-	e.mu.Lock()
-	if p := e.health[name]; p != nil {
-		p.h = h
-	}
-	e.mu.Unlock()
-}
-
-func (e *Engine) check(b sandbox.Backend) sandbox.Health {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	h := b.Health(ctx)
-	if h.CheckedAt.IsZero() {
-		h.CheckedAt = time.Now()
-	}
-	e.opts.Logger.Debug("probed backend", "backend", b.Name(), "available", h.Available, "ready", h.Ready, "reason", h.Reason)
-	return h
-}
-
-// healthOf returns name's health, waiting for its first probe if needed.
-func (e *Engine) healthOf(ctx context.Context, name string) (sandbox.Health, error) {
-	p := e.probeAsync(name, false)
-	select {
-	case <-p.done:
-	case <-ctx.Done():
-		return sandbox.Health{}, sandbox.Errorf(sandbox.ErrUnavailable, "interrupted", "waiting for the health probe of %s: %w", name, ctx.Err())
-	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return p.h, nil
 }
 
 // Backend returns a built backend by name.

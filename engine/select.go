@@ -102,18 +102,21 @@ func (e *Engine) named(ctx context.Context, name string, floor sandbox.Isolation
 		return nil, Decision{}, errorf(sandbox.ErrDenied, "isolation_too_weak",
 			"backend %s gives isolation %s, below the %s required by %s", name, iso, floor, why)
 	}
-	h, err := e.healthOf(ctx, name)
-	if err != nil {
-		return nil, Decision{}, err
-	}
-	if !h.Available {
+	// A named backend is not probed apart from the run: starting the
+	// sandbox is the probe, and a failed start fails closed. Only what is
+	// already known refuses it up front.
+	if h, ok := e.knownHealth(name); ok && !h.Available {
 		return nil, Decision{}, errorf(sandbox.ErrUnavailable, "backend_unavailable",
 			"backend %s is unavailable: %s (execbox does not fall back to another backend)", name, h.Reason)
 	}
 	return b, Decision{Backend: name, Isolation: iso, Because: "named: " + name}, nil
 }
 
-// pick chooses among the isolated backends for auto or a tier.
+// pick chooses among the isolated backends for auto or a tier: it orders
+// the candidates that may run the request (strongest first, or fastest
+// for tier fast) and probes them in that order only until the first one
+// is available and ready — a CLI run pays for no probe beyond the backend
+// it uses.
 func (e *Engine) pick(ctx context.Context, tier string, floor sandbox.Isolation, why string) (sandbox.Backend, Decision, error) {
 	type cand struct {
 		name string
@@ -136,28 +139,11 @@ func (e *Engine) pick(ctx context.Context, tier string, floor sandbox.Isolation,
 			refused = append(refused, fmt.Sprintf("%s: isolation %s is below %s (%s)", name, iso, floor, why))
 			continue
 		}
-		h, err := e.healthOf(ctx, name)
-		if err != nil {
-			return nil, Decision{}, err
-		}
-		if !h.Available || !h.Ready {
-			refused = append(refused, name+": "+h.Reason)
-			continue
-		}
 		pref := slices.Index(e.opts.Preference, name)
 		if pref < 0 {
 			pref = len(e.opts.Preference)
 		}
 		cands = append(cands, cand{name, iso, pref})
-	}
-	if len(cands) == 0 {
-		what := "auto"
-		if tier != "" {
-			what = "tier " + tier
-		}
-		return nil, Decision{}, errorf(sandbox.ErrUnavailable, "no_backend",
-			"no backend is available and ready for %s at isolation %s or stronger (%s); execbox never falls back to weaker isolation",
-			what, floor, strings.Join(refused, "; "))
 	}
 	slices.SortStableFunc(cands, func(a, b cand) int {
 		if tier == TierFast {
@@ -171,7 +157,28 @@ func (e *Engine) pick(ctx context.Context, tier string, floor sandbox.Isolation,
 		}
 		return a.pref - b.pref
 	})
-	c := cands[0]
+	chosen := -1
+	for i, c := range cands {
+		h, err := e.healthOf(ctx, c.name)
+		if err != nil {
+			return nil, Decision{}, err
+		}
+		if h.Available && h.Ready {
+			chosen = i
+			break
+		}
+		refused = append(refused, c.name+": "+h.Reason)
+	}
+	if chosen < 0 {
+		what := "auto"
+		if tier != "" {
+			what = "tier " + tier
+		}
+		return nil, Decision{}, errorf(sandbox.ErrUnavailable, "no_backend",
+			"no backend is available and ready for %s at isolation %s or stronger (%s); execbox never falls back to weaker isolation",
+			what, floor, strings.Join(refused, "; "))
+	}
+	c := cands[chosen]
 	because := fmt.Sprintf("auto: the strongest available and ready backend (isolation %s)", c.iso)
 	switch tier {
 	case TierFast:
@@ -179,11 +186,16 @@ func (e *Engine) pick(ctx context.Context, tier string, floor sandbox.Isolation,
 	case TierStrict, TierStandard:
 		because = fmt.Sprintf("tier %s: the strongest ready backend of isolation %s or stronger", tier, floor)
 	}
-	if len(cands) > 1 {
-		var others []string
-		for _, o := range cands[1:] {
+	// The ones after it were not probed for this; say what is known.
+	var others []string
+	for _, o := range cands[chosen+1:] {
+		if h, ok := e.knownHealth(o.name); ok && h.Available && h.Ready {
 			others = append(others, o.name)
+		} else if ok {
+			refused = append(refused, o.name+": "+h.Reason)
 		}
+	}
+	if len(others) > 0 {
 		because += "; also ready: " + strings.Join(others, ", ")
 	}
 	if len(refused) > 0 {

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/execbox/execbox/sandbox"
 )
@@ -15,10 +16,11 @@ import (
 // technology sits behind them does not matter to them (the backends' own
 // tests run the real things).
 type stub struct {
-	name string
-	iso  sandbox.Isolation
-	mu   sync.Mutex
-	h    sandbox.Health
+	name   string
+	iso    sandbox.Isolation
+	mu     sync.Mutex
+	h      sandbox.Health
+	probes int // Health calls
 }
 
 func (s *stub) Name() string { return s.name }
@@ -28,9 +30,27 @@ func (s *stub) Capabilities() sandbox.Capabilities {
 func (s *stub) Health(context.Context) sandbox.Health {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.h
+	s.probes++
+	h := s.h
+	h.CheckedAt = time.Now()
+	return h
 }
+
+func (s *stub) probeCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.probes
+}
+
+// Create fails as a real backend does on a host where it cannot work: its
+// health reason as an ErrUnavailable; where it can, with a plain error
+// (nothing here runs).
 func (s *stub) Create(context.Context, sandbox.Spec) (sandbox.Sandbox, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.h.Available {
+		return nil, sandbox.Errorf(sandbox.ErrUnavailable, "stub_unavailable", "%s backend: %s", s.name, s.h.Reason)
+	}
 	return nil, errors.New("stub")
 }
 func (s *stub) set(avail, ready bool, reason string) {
@@ -103,8 +123,6 @@ func TestSelection(t *testing.T) {
 		{"off refuses auto", []string{"t-vm"}, Options{Backend: "off"}, sandbox.Selection{}, "", sandbox.ErrDenied, "turned off"},
 		{"off refuses strict", []string{"t-vm"}, Options{Backend: "off"}, sandbox.Selection{Tier: TierStrict}, "", sandbox.ErrDenied, "tier requests included"},
 		{"off refuses a named backend", []string{"t-vm"}, Options{Backend: "off"}, sandbox.Selection{Backend: "t-vm"}, "", sandbox.ErrDenied, ""},
-		{"named unavailable is an error, not a fallback", []string{"t-proc1"}, Options{}, sandbox.Selection{Backend: "t-kernel"}, "", sandbox.ErrUnavailable, "t-kernel is not installed"},
-		{"configured named unavailable is an error", []string{"t-proc1"}, Options{Backend: "t-kernel"}, sandbox.Selection{}, "", sandbox.ErrUnavailable, "does not fall back"},
 		{"unknown backend", nil, Options{}, sandbox.Selection{Backend: "nope"}, "", sandbox.ErrInvalid, "unknown backend"},
 		{"unisolated refused without allow", []string{"t-none"}, Options{}, sandbox.Selection{Backend: "t-none"}, "", sandbox.ErrDenied, "allow_unisolated"},
 		{"unisolated allowed when named and allowed", []string{"t-none"}, Options{AllowUnisolated: true}, sandbox.Selection{Backend: "t-none"}, "t-none", nil, ""},
@@ -194,5 +212,56 @@ func TestReport(t *testing.T) {
 		if c.Name == "t-vm" && (c.Available || c.Reason != "t-vm is not installed") {
 			t.Fatalf("t-vm candidate = %+v", c)
 		}
+	}
+}
+
+// TestNamedBackendIsNotProbedApart: a named backend is not probed before
+// the run; the run's own start fails closed when the backend cannot work,
+// and once a probe says so, the request is refused up front. Neither
+// falls back to another backend.
+func TestNamedBackendIsNotProbedApart(t *testing.T) {
+	world("t-proc1")
+	for _, o := range []Options{{}, {Backend: "t-kernel"}} {
+		e := newEngine(t, o)
+		sel := sandbox.Selection{}
+		if o.Backend == "" {
+			sel.Backend = "t-kernel"
+		}
+		got, err := selectName(t, e, sel)
+		if err != nil || got != "t-kernel" {
+			t.Fatalf("%+v: Select = %q, %v; want t-kernel without a probe", o, got, err)
+		}
+		if _, known := e.knownHealth("t-kernel"); known {
+			t.Fatalf("%+v: selecting a named backend probed it", o)
+		}
+		_, err = e.Run(context.Background(), sel, sandbox.Spec{}, &sandbox.Process{Args: []string{"true"}})
+		if !errors.Is(err, sandbox.ErrUnavailable) || !strings.Contains(err.Error(), "t-kernel is not installed") {
+			t.Fatalf("%+v: Run = %v; want the start's own unavailable error", o, err)
+		}
+		e.Start() // the daemon probes every backend
+		if _, err := e.healthOf(context.Background(), "t-kernel"); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := selectName(t, e, sel); !errors.Is(err, sandbox.ErrUnavailable) || !strings.Contains(err.Error(), "does not fall back") {
+			t.Fatalf("%+v: known unavailable: Select = %q, %v", o, got, err)
+		}
+	}
+}
+
+// TestAutoProbesOnlyUntilTheFirstReady: auto asks the strongest candidate
+// first and stops at the first ready one; the weaker ones stay unprobed.
+func TestAutoProbesOnlyUntilTheFirstReady(t *testing.T) {
+	world("t-proc1", "t-proc2", "t-kernel")
+	e := newEngine(t, Options{})
+	if got, err := selectName(t, e, sandbox.Selection{}); err != nil || got != "t-kernel" {
+		t.Fatalf("auto = %q, %v", got, err)
+	}
+	for _, name := range []string{"t-proc1", "t-proc2"} {
+		if _, known := e.knownHealth(name); known {
+			t.Errorf("%s was probed although a stronger backend was ready", name)
+		}
+	}
+	if _, known := e.knownHealth("t-vm"); !known {
+		t.Error("t-vm, the strongest candidate, was not probed")
 	}
 }

@@ -1,6 +1,8 @@
 package errmap
 
 import (
+	"context"
+	"errors"
 	"maps"
 	"net/http"
 	"slices"
@@ -57,10 +59,15 @@ func KindOfStatus(status int) *sandbox.Kind {
 // exits with its own code.
 const ExitRefused = 125
 
-// ExitCode maps err to the CLI's exit code: 0 for nil, else ExitRefused.
+// ExitCode maps err to the CLI's exit code: 0 for nil, ExitCanceled when
+// the caller cancelled (an interrupt during the health probe), else
+// ExitRefused.
 func ExitCode(err error) int {
-	if err == nil {
+	switch {
+	case err == nil:
 		return 0
+	case errors.Is(err, context.Canceled):
+		return ExitCanceled
 	}
 	return ExitRefused
 }

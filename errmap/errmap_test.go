@@ -1,6 +1,7 @@
 package errmap
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -41,6 +42,9 @@ func TestHTTPStatusRoundTrip(t *testing.T) {
 		if got := KindOfStatus(status); got != k {
 			t.Errorf("KindOfStatus(%d) = %s, want %s", status, got.Code(), k.Code())
 		}
+	}
+	if got := ExitCode(fmt.Errorf("waiting for the probe: %w", context.Canceled)); got != 130 {
+		t.Errorf("ExitCode(canceled) = %d, want 130", got)
 	}
 	if ExitCode(nil) != 0 {
 		t.Error("ExitCode(nil) != 0")

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/execbox/execbox/engine"
@@ -37,6 +38,7 @@ func newEngine(cfg *config.Config) (*engine.Engine, error) {
 		Defaults:        cfg.Limits(),
 		MaxWall:         cfg.Limit.MaxWall,
 		Policy:          policy(cfg),
+		HealthCache:     filepath.Join(stateDir, "health.json"),
 		MaxRuns:         cfg.Server.MaxRuns,
 		Functions: function.Options{
 			Concurrency:    cfg.Functions.Concurrency,

@@ -35,6 +35,7 @@ It exits 1 when nothing can run.`,
 				return err
 			}
 			defer e.Close()
+			e.ProbeAll(cmd.Context()) // fresh answers, never the cache's
 			// The same shape as GET /v1/health.
 			r := server.HealthToWire(e.Report(cmd.Context()))
 			if asJSON {
