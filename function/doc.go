@@ -26,11 +26,11 @@
 //	 "traceback": "Traceback (most recent call last):\n  File \"function.py\", line 2, in main\n…"}
 //
 // A lint answers {"ok": true, "data": [diagnostics…], "diagnostics": [diagnostics…]}:
-// data keeps seed 004's shape, diagnostics is the named field; valid code
+// data keeps the protocol's original shape, diagnostics is the named field; valid code
 // gives []. A diagnostic is {line, column, endLine, endColumn, message,
 // type}: lines are 1-based; columns are 0-based offsets in UTF-16 code
 // units, the end exclusive, for both languages — what a JavaScript editor
-// adds to the start of the line (seed 004's CodeMirror code does exactly
+// adds to the start of the line (an editor's lint integration does exactly
 // that). The range is never empty. Lint compiles (Python: compile(), which
 // also finds errors ast.parse misses; JavaScript: new vm.Script) and never
 // runs the code.

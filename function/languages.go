@@ -20,7 +20,7 @@ var (
 // Bootstraps: short programs passed as one argv element that decode and run
 // the embedded runner. They hold only base64 characters, quotes and
 // punctuation — no space, $, backtick, backslash or double quote — so no
-// shell or Windows argv parser on the way can rewrite them (seed 004 §3).
+// shell or Windows argv parser on the way can rewrite them.
 var (
 	pythonBootstrap     = "exec(__import__('base64').b64decode('" + base64.StdEncoding.EncodeToString([]byte(pythonRunner)) + "').decode())"
 	javascriptBootstrap = "eval(Buffer.from('" + base64.StdEncoding.EncodeToString([]byte(javascriptRunner)) + "','base64').toString())"

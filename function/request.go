@@ -16,7 +16,7 @@ import (
 	"github.com/execbox/execbox/sandbox"
 )
 
-// The protocol's bounds (seed 004).
+// The protocol's bounds.
 const (
 	MaxCode   = 64 * sandbox.KiB  // bytes of code
 	MaxInput  = 128 * sandbox.KiB // bytes of the request as the runner gets it
@@ -64,7 +64,7 @@ func LanguageFor(path string) (Language, bool) {
 	return "", false
 }
 
-// Request is one function call or lint, as seed 004 has it, plus the
+// Request is one function call or lint, in the protocol's original form, plus the
 // language, a timeout and the engine's selection fields.
 type Request struct {
 	// Code is the function's source, UTF-8, 1 byte to 64 KiB, not blank.
@@ -219,7 +219,7 @@ func checkParams(p json.RawMessage) error {
 	return nil
 }
 
-// runnerInput is the document a runner reads on stdin: seed 004's request.
+// runnerInput is the document a runner reads on stdin: the protocol's request.
 type runnerInput struct {
 	Code       string          `json:"code"`
 	Params     json.RawMessage `json:"params"`

@@ -10,7 +10,7 @@ import (
 	"github.com/execbox/execbox/sandbox"
 )
 
-// The stable error codes of Response.Code. The first group is seed 004's
+// The stable error codes of Response.Code. The first group is the protocol's original
 // failure table; then the failures of the user's code; then the rest.
 const (
 	CodeInvalidCode          = "invalid_code"          // code empty, blank, over 64 KiB, not UTF-8 or with NUL
@@ -46,12 +46,12 @@ func KindOf(code string) *sandbox.Kind {
 	return sandbox.ErrInternal
 }
 
-// Response is seed 004's {ok, data | error}, extended. A caller written
-// for the seed reads ok, data and error and keeps working.
+// Response is the protocol's {ok, data | error}, extended. A caller written
+// for the original protocol reads ok, data and error and keeps working.
 type Response struct {
 	OK bool `json:"ok"`
 	// Data is the return value as JSON (present, possibly null, when OK).
-	// In lint mode it holds the diagnostics, as seed 004's lint has it.
+	// In lint mode it holds the diagnostics, as the protocol's lint has always had it.
 	Data json.RawMessage `json:"data,omitempty"`
 	// Error is the failure for people; for user_error it is the exception's
 	// message verbatim ("division by zero").
@@ -77,7 +77,7 @@ type Response struct {
 	Isolation string `json:"isolation,omitempty"`
 }
 
-// Diagnostic is one lint finding, in the editor shape of seed 004. Lines
+// Diagnostic is one lint finding, in an editor's shape. Lines
 // are 1-based; columns are 0-based offsets in UTF-16 code units (what
 // JavaScript editors count), the end exclusive; the range is never empty.
 type Diagnostic struct {

@@ -3,6 +3,7 @@ package v1
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/execbox/execbox/sandbox"
@@ -59,6 +60,18 @@ var languages = map[string]struct {
 	"bash":       {"main.sh", []string{"bash", "main.sh"}},
 }
 
+// CodeProgram returns where code in language goes in the work dir and the
+// argv that runs it; ok is false for a language that is not one of
+// python (the default for ""), javascript, sh and bash. The CLI's --code
+// uses it too.
+func CodeProgram(language string) (file string, args []string, ok bool) {
+	if language == "" {
+		language = "python"
+	}
+	l, ok := languages[language]
+	return l.file, slices.Clone(l.args), ok
+}
+
 // Bounds of a RunRequest's shape (the body as a whole is bounded by the
 // server's max_body).
 const (
@@ -93,24 +106,20 @@ func (r *RunRequest) Build(base sandbox.Policy) (sandbox.Spec, *sandbox.Process,
 		}
 		p.Args = r.Command
 	case r.Code != "":
-		lang := r.Language
-		if lang == "" {
-			lang = "python"
-		}
-		l, ok := languages[lang]
+		file, args, ok := CodeProgram(r.Language)
 		if !ok {
 			return spec, nil, invalid("language", "%q is not one of python, javascript, sh, bash", r.Language)
 		}
-		if _, dup := r.Files[l.file]; dup {
-			return spec, nil, invalid("files", "%s is where code goes; give code or that file, not both", l.file)
+		if _, dup := r.Files[file]; dup {
+			return spec, nil, invalid("files", "%s is where code goes; give code or that file, not both", file)
 		}
 		files := make(map[string][]byte, len(r.Files)+1)
 		for k, v := range r.Files {
 			files[k] = v
 		}
-		files[l.file] = []byte(r.Code)
+		files[file] = []byte(r.Code)
 		spec.Files = files
-		p.Args = l.args
+		p.Args = args
 	default:
 		return spec, nil, invalid("command", "give a command or code")
 	}

@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
 
 	"github.com/spf13/cobra"
 
+	"github.com/execbox/execbox/errmap"
 	"github.com/execbox/execbox/function"
 	"github.com/execbox/execbox/internal/config"
 	"github.com/execbox/execbox/sandbox"
@@ -29,17 +31,19 @@ func newFnCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "fn",
 		Short: "Call a function: one JSON request on stdin, one JSON response on stdout",
-		Long: `fn is seed 004's execution unit: it reads one request
+		Long: `fn calls a function with the function protocol: it reads one request
 {"code", "params", "entrypoint", "mode", "language", "timeout"} on stdin and
 writes one response {"ok": true, "data": …} or {"ok": false, "error": …} on
 stdout. With --code-file it builds the request from flags instead.
-It exits 0 whenever it wrote a response, ok or not; 125 when it could not.`,
+It exits 0 whenever the request reached the function, ok or not; 125 when
+its own flags or input were wrong or it could not answer (a response with
+the error is written then too).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var req *function.Request
 			var err error
 			if codeFile != "" {
-				req, err = requestFromFlags(codeFile, params, entry, lang, timeout)
+				req, err = requestFromFlags("--code-file", codeFile, params, entry, lang, timeout)
 			} else {
 				req, err = function.ReadRequest(os.Stdin)
 			}
@@ -51,7 +55,12 @@ It exits 0 whenever it wrote a response, ok or not; 125 when it could not.`,
 			}
 			var resp *function.Response
 			if err != nil {
-				resp = function.ErrorResponse(err)
+				// The caller's mistake, not the function's: the response
+				// says what, and the exit code says it did not run.
+				if werr := function.WriteResponse(os.Stdout, function.ErrorResponse(err)); werr != nil {
+					return werr
+				}
+				return exitError{errmap.ExitRefused}
 			} else {
 				resp, err = callFunctionAt(cmd.Context(), g, remote, req)
 				if err != nil {
@@ -88,12 +97,20 @@ func callFunction(ctx context.Context, g *globals, req *function.Request) (*func
 	return x.Execute(ctx, req), nil
 }
 
-func requestFromFlags(codeFile, params, entry, lang, timeout string) (*function.Request, error) {
+// requestFromFlags builds a request from a code file ("-" for stdin) and
+// the flags; what names the file in messages.
+func requestFromFlags(what, codeFile, params, entry, lang, timeout string) (*function.Request, error) {
 	// One byte over the bound is enough for the request's own check to
 	// answer with the protocol's error.
-	code, err := readBounded(codeFile, function.MaxCode+1)
+	var code []byte
+	var err error
+	if codeFile == "-" {
+		code, err = io.ReadAll(io.LimitReader(os.Stdin, function.MaxCode+1))
+	} else {
+		code, err = readBounded(codeFile, function.MaxCode+1)
+	}
 	if err != nil && len(code) == 0 {
-		return nil, sandbox.Errorf(sandbox.ErrInvalid, function.CodeInvalidCode, "--code-file %s: %w", codeFile, err)
+		return nil, sandbox.Errorf(sandbox.ErrInvalid, function.CodeInvalidCode, "%s: %w", what, err)
 	}
 	doc := map[string]any{"code": string(code), "params": json.RawMessage(params), "entrypoint": entry}
 	if lang == "" {
@@ -122,15 +139,17 @@ func newLintCmd(g *globals) *cobra.Command {
 	var asJSON bool
 	var lang string
 	cmd := &cobra.Command{
-		Use:   "lint FILE",
+		Use:   "lint FILE|-",
 		Short: "Check a function's syntax without running it",
-		Long: `lint parses FILE (Python or JavaScript, by extension or --language) in a
-sandbox, never running it, and prints FILE:LINE:COLUMN: TYPE: MESSAGE per
-diagnostic (lines 1-based, columns 0-based), or the diagnostics as JSON.
+		Long: `lint parses FILE ("-": standard input; Python or JavaScript, by extension
+or --language, Python for stdin) in a sandbox, never running it, and prints
+FILE:LINE:COLUMN: TYPE: MESSAGE per diagnostic, lines and columns 1-based as
+gcc and eslint print them; --json prints the diagnostics in the editor form
+of the function protocol (lines 1-based, columns 0-based UTF-16 offsets).
 It exits 1 when there is a diagnostic.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			req, err := requestFromFlags(args[0], "{}", "", lang, "")
+			req, err := requestFromFlags(args[0], args[0], "{}", "", lang, "")
 			if err != nil {
 				return err
 			}
@@ -152,7 +171,7 @@ It exits 1 when there is a diagnostic.`,
 				}
 			} else {
 				for _, d := range resp.Diagnostics {
-					fmt.Printf("%s:%d:%d: %s: %s\n", args[0], d.Line, d.Column, d.Type, d.Message)
+					fmt.Printf("%s:%d:%d: %s: %s\n", args[0], d.Line, d.Column+1, d.Type, d.Message)
 				}
 			}
 			if len(resp.Diagnostics) > 0 {

@@ -56,7 +56,9 @@ func newRoot() *cobra.Command {
 		Short:         "Run untrusted code in isolated, resource-limited sandboxes",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       version, // --version, as docker has it
 	}
+	root.SetVersionTemplate("execbox {{.Version}}\n")
 	root.PersistentFlags().StringVar(&g.configPath, "config", "", "configuration file (default $EXECBOX_CONFIG)")
 	root.PersistentFlags().StringArrayVar(&g.set, "set", nil, "set a configuration key, e.g. --set limits.memory=512m (repeatable)")
 	root.AddCommand(newRunCmd(g), newFnCmd(g), newLintCmd(g), newDoctorCmd(g), newConfigCmd(g), newImageCmd(g), newVersionCmd(), newServeCmd(g), newAuditCmd(g))

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 	"os"
@@ -14,7 +13,6 @@ import (
 
 	v1 "github.com/execbox/execbox/api/v1"
 	"github.com/execbox/execbox/client"
-	"github.com/execbox/execbox/errmap"
 	"github.com/execbox/execbox/function"
 	"github.com/execbox/execbox/internal/config"
 	"github.com/execbox/execbox/internal/server"
@@ -59,21 +57,7 @@ func runAt(ctx context.Context, g *globals, f *runFlags, remote string, args []s
 	if err != nil {
 		return err
 	}
-	if f.artifacts != "" {
-		if err := writeArtifacts(f.artifacts, res.Artifacts); err != nil {
-			return err
-		}
-	}
-	if f.jsonOut {
-		enc := json.NewEncoder(os.Stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(res); err != nil {
-			return err
-		}
-	} else {
-		reportTruncation(res)
-	}
-	return exitError{errmap.ResultExitCode(res)}
+	return f.finish(res)
 }
 
 // remoteRequest builds the wire request from the same flags a local run
@@ -83,8 +67,13 @@ func (f *runFlags) remoteRequest(args []string) (*v1.RunRequest, error) {
 	if err != nil {
 		return nil, err
 	}
+	p, err := f.process(spec, args)
+	if err != nil {
+		return nil, err
+	}
 	req := &v1.RunRequest{
-		Command:      args,
+		Command:      p.Args,
+		Dir:          p.Dir,
 		Env:          spec.Env,
 		Files:        spec.Files,
 		Limits:       spec.Limits,

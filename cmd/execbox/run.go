@@ -6,14 +6,18 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"math"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
 
+	v1 "github.com/execbox/execbox/api/v1"
 	"github.com/execbox/execbox/errmap"
 	"github.com/execbox/execbox/internal/config"
 	"github.com/execbox/execbox/sandbox"
@@ -30,27 +34,56 @@ type runFlags struct {
 	network                     string
 	env, files                  []string
 	artifacts                   string
+	workdir                     string
+	code, language              string
 	jsonOut, interactive, oKill bool
+	rm                          bool
+	set                         func(name string) bool // whether a flag was given
 }
 
 func newRunCmd(g *globals) *cobra.Command {
 	f := &runFlags{}
 	var remote string
 	cmd := &cobra.Command{
-		Use:   "run [flags] -- CMD [ARGS...]",
-		Short: "Run a command in a sandbox",
-		Long: `Run a command in a one-shot sandbox and exit with its exit code:
-124 when it timed out, 125 when execbox itself failed or refused, 128+N when
-signal N ended it.`,
-		Args: cobra.MinimumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error { return runAt(cmd.Context(), g, f, remote, args) },
+		Use:   "run [flags] CMD [ARGS...]",
+		Short: "Run a command (or code, with -c) in a sandbox",
+		Long: `Run a command in a one-shot sandbox and exit with its exit code: 124 when
+it timed out, 125 when execbox itself failed or refused, 126 when the program
+cannot be executed, 127 when it is not found, 128+N when signal N ended it
+(a limit's kill is SIGKILL: 137), 130 when interrupted.
+
+As with docker run, execbox's flags end at the command: everything after it
+belongs to the command (execbox run python3 -c 'print(1)'); "--" is
+optional. With -c CODE the code runs with --language's interpreter
+(python, javascript, sh or bash) and no command is given.
+
+A limit flag left out takes the configured default (execbox config print);
+a limit flag given must be above zero.`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			switch {
+			case f.code == "" && len(args) == 0:
+				return sandbox.Errorf(sandbox.ErrInvalid, "flag_invalid", "give a command to run, or code with -c")
+			case f.code != "" && len(args) > 0:
+				return sandbox.Errorf(sandbox.ErrInvalid, "flag_invalid", "give a command or -c CODE, not both (command %q)", args[0])
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			err := runAt(cmd.Context(), g, f, remote, args)
+			if f.jsonOut {
+				writeJSONError(os.Stdout, err)
+			}
+			return err
+		},
 	}
+	f.set = func(name string) bool { return cmd.Flags().Changed(name) }
 	fl := cmd.Flags()
+	fl.SetInterspersed(false) // flags end at the command, as with docker run
 	addRemoteFlag(fl, &remote)
 	fl.StringVar(&f.sel.Backend, "backend", "", "backend to use (default: the configured one, auto)")
 	fl.StringVar(&f.sel.Tier, "tier", "", "isolation tier: strict, standard or fast")
 	fl.StringVar(&f.sel.MinIsolation, "min-isolation", "", "weakest isolation allowed: process, kernel or vm")
-	fl.StringVar(&f.memory, "memory", "", "memory limit, swap included (e.g. 256m)")
+	fl.StringVarP(&f.memory, "memory", "m", "", "memory limit, swap included (e.g. 256m)")
 	fl.Float64Var(&f.cpus, "cpus", 0, "CPU quota in cores")
 	fl.IntVar(&f.pids, "pids", 0, "process and thread limit")
 	fl.StringVar(&f.timeout, "timeout", "", "wall-clock limit (e.g. 15s)")
@@ -58,7 +91,11 @@ signal N ended it.`,
 	fl.BoolVar(&f.oKill, "output-limit-kill", false, "end the run when an output stream passes its limit")
 	fl.StringVar(&f.network, "network", "none", "network: none or host")
 	fl.StringArrayVarP(&f.env, "env", "e", nil, "set an environment variable K=V (repeatable)")
-	fl.StringArrayVar(&f.files, "file", nil, "copy a host file in: HOST_PATH[:SANDBOX_PATH] (repeatable)")
+	fl.StringArrayVar(&f.files, "file", nil, "copy a host file or directory in: HOST_PATH[:SANDBOX_PATH], SANDBOX_PATH relative to or inside /work (repeatable)")
+	fl.StringVarP(&f.workdir, "workdir", "w", "", "working directory, relative to or inside /work")
+	fl.StringVarP(&f.code, "code", "c", "", "run this code instead of a command (see --language)")
+	fl.StringVar(&f.language, "language", "python", "the language of -c: python, javascript, sh or bash")
+	fl.BoolVar(&f.rm, "rm", true, "remove the sandbox afterwards (always: a run's sandbox never outlives it)")
 	fl.StringVar(&f.artifacts, "artifacts", "", "write the files the program created or changed into this directory")
 	fl.BoolVar(&f.jsonOut, "json", false, "print the whole result as JSON instead of streaming the output")
 	fl.BoolVarP(&f.interactive, "interactive", "i", false, "pass stdin even when it is a terminal")
@@ -74,7 +111,10 @@ func runRun(ctx context.Context, g *globals, f *runFlags, args []string) error {
 	if err != nil {
 		return err
 	}
-	p := &sandbox.Process{Args: args}
+	p, err := f.process(spec, args)
+	if err != nil {
+		return err
+	}
 	if f.interactive || !isTerminal(os.Stdin) {
 		p.Stdin = os.Stdin
 	}
@@ -93,9 +133,21 @@ func runRun(ctx context.Context, g *globals, f *runFlags, args []string) error {
 	if err != nil {
 		return err
 	}
+	return f.finish(res)
+}
+
+// finish writes the artifacts, the result (or the truncation and end
+// notices) and returns the run's exit code; for a local and a remote run
+// alike.
+func (f *runFlags) finish(res *sandbox.Result) error {
 	if f.artifacts != "" {
 		if err := writeArtifacts(f.artifacts, res.Artifacts); err != nil {
 			return err
+		}
+		if !f.jsonOut {
+			for _, sk := range res.Skipped {
+				fmt.Fprintf(os.Stderr, "execbox: artifact %s not written: %s\n", sk.Path, sk.Reason)
+			}
 		}
 	}
 	if f.jsonOut {
@@ -110,25 +162,55 @@ func runRun(ctx context.Context, g *globals, f *runFlags, args []string) error {
 	return exitError{errmap.ResultExitCode(res)}
 }
 
+// process is the program to run: args, or -c's code with its
+// interpreter (the code goes into the spec's files).
+func (f *runFlags) process(spec sandbox.Spec, args []string) (*sandbox.Process, error) {
+	p := &sandbox.Process{Args: args}
+	if f.workdir != "" {
+		dir, err := insideWork(f.workdir)
+		if err != nil {
+			return nil, sandbox.Errorf(sandbox.ErrInvalid, "flag_invalid", "--workdir: %w", err)
+		}
+		p.Dir = dir
+	}
+	if f.code == "" {
+		return p, nil
+	}
+	file, argv, ok := v1.CodeProgram(f.language)
+	if !ok {
+		return nil, sandbox.Errorf(sandbox.ErrInvalid, "flag_invalid", "--language %q: want python, javascript, sh or bash", f.language)
+	}
+	if _, dup := spec.Files[file]; dup {
+		return nil, sandbox.Errorf(sandbox.ErrInvalid, "flag_invalid", "-c writes %s; a --file may not name it too", file)
+	}
+	spec.Files[file] = []byte(f.code)
+	p.Args = argv
+	return p, nil
+}
+
+// workDir is where the work dir appears inside every sandbox.
+const workDir = "/work"
+
+// insideWork turns a sandbox path the user gave — relative to the work
+// dir, or absolute inside it — into the work-dir relative path the
+// contract takes.
+func insideWork(p string) (string, error) {
+	if rest, ok := strings.CutPrefix(p, workDir+"/"); ok {
+		p = rest
+	} else if p == workDir || p == workDir+"/" {
+		return ".", nil
+	} else if strings.HasPrefix(p, "/") {
+		return "", fmt.Errorf("%s is outside the work dir %s", p, workDir)
+	}
+	p = strings.TrimRight(p, "/")
+	return p, sandbox.CheckPath(p)
+}
+
 func (f *runFlags) spec(cfg *config.Config) (sandbox.Spec, error) {
 	spec := sandbox.Spec{Env: map[string]string{}, Files: map[string][]byte{}}
-	var err error
-	if f.memory != "" {
-		if spec.Limits.Memory, err = sandbox.ParseSize(f.memory); err != nil {
-			return spec, sandbox.Errorf(sandbox.ErrInvalid, "flag_invalid", "--memory: %w", err)
-		}
+	if err := f.limits(&spec.Limits); err != nil {
+		return spec, err
 	}
-	if f.output != "" {
-		if spec.Limits.Output, err = sandbox.ParseSize(f.output); err != nil {
-			return spec, sandbox.Errorf(sandbox.ErrInvalid, "flag_invalid", "--output-limit: %w", err)
-		}
-	}
-	if f.timeout != "" {
-		if spec.Limits.Wall, err = sandbox.ParseDuration(f.timeout); err != nil {
-			return spec, sandbox.Errorf(sandbox.ErrInvalid, "flag_invalid", "--timeout: %w", err)
-		}
-	}
-	spec.Limits.CPUs, spec.Limits.Pids, spec.Limits.OutputLimitKill = f.cpus, f.pids, f.oKill
 	switch f.network {
 	case "none", "":
 	case "host":
@@ -147,23 +229,135 @@ func (f *runFlags) spec(cfg *config.Config) (sandbox.Spec, error) {
 		}
 		spec.Env[k] = v
 	}
-	var total int64
+	in := &inputFiles{files: spec.Files}
 	for _, hf := range f.files {
-		host, inside, ok := strings.Cut(hf, ":")
-		if !ok {
+		host, inside, named := strings.Cut(hf, ":")
+		if !named {
 			inside = filepath.Base(host)
 		}
-		data, err := readBounded(host, maxInputFiles-total)
-		if errors.Is(err, errTooLarge) {
-			return spec, sandbox.Errorf(sandbox.ErrLimit, "input_too_large", "--file %s: input files exceed %d MiB in all", hf, maxInputFiles/sandbox.MiB)
-		}
+		dst, err := insideWork(inside)
 		if err != nil {
-			return spec, sandbox.Errorf(sandbox.ErrInvalid, "file_invalid", "--file %s: %w", hf, err)
+			return spec, sandbox.Errorf(sandbox.ErrInvalid, "path_invalid", "--file %s: %w", hf, err)
 		}
-		total += int64(len(data))
-		spec.Files[inside] = data
+		if err := in.add(host, dst); err != nil {
+			return spec, err
+		}
 	}
 	return spec, nil
+}
+
+// limits sets the limits the flags give. A flag left out means the
+// configured default; a flag given must mean a limit, so zero and
+// negative values, and more CPUs than the host has, are refused.
+func (f *runFlags) limits(l *sandbox.Limits) error {
+	bad := func(flag, format string, args ...any) error {
+		return sandbox.Errorf(sandbox.ErrInvalid, "flag_invalid", "--%s: %s", flag, fmt.Sprintf(format, args...))
+	}
+	size := func(flag, v string, dst *int64) error {
+		if !f.set(flag) {
+			return nil
+		}
+		n, err := sandbox.ParseSize(v)
+		if err != nil {
+			return bad(flag, "%v", err)
+		}
+		if n <= 0 {
+			return bad(flag, "%s is no limit; leave the flag out for the configured default", v)
+		}
+		*dst = n
+		return nil
+	}
+	if err := size("memory", f.memory, &l.Memory); err != nil {
+		return err
+	}
+	if err := size("output-limit", f.output, &l.Output); err != nil {
+		return err
+	}
+	if f.set("timeout") {
+		d, err := sandbox.ParseDuration(f.timeout)
+		if err != nil {
+			return bad("timeout", "%v", err)
+		}
+		if d <= 0 {
+			return bad("timeout", "%s is no limit; leave the flag out for the configured default", f.timeout)
+		}
+		l.Wall = d
+	}
+	if f.set("cpus") {
+		if f.cpus <= 0 || math.IsNaN(f.cpus) {
+			return bad("cpus", "%v is no quota; leave the flag out for the configured default", f.cpus)
+		}
+		if n := runtime.NumCPU(); f.cpus > float64(n) {
+			return bad("cpus", "%v is more than this host's %d CPUs", f.cpus, n)
+		}
+		l.CPUs = f.cpus
+	}
+	if f.set("pids") {
+		if f.pids <= 0 {
+			return bad("pids", "%d is no limit; leave the flag out for the configured default", f.pids)
+		}
+		l.Pids = f.pids
+	}
+	l.OutputLimitKill = f.oKill
+	return nil
+}
+
+// Bounds of what --file reads from the host in one run.
+const maxInputCount = 10000
+
+// inputFiles gathers --file contents within maxInputFiles bytes and
+// maxInputCount files.
+type inputFiles struct {
+	files map[string][]byte
+	total int64
+}
+
+// add reads host (a file, or a directory tree: its regular files, every
+// path checked as a single file's is) into the work dir at dst.
+func (in *inputFiles) add(host, dst string) error {
+	st, err := os.Stat(host)
+	if err != nil {
+		return sandbox.Errorf(sandbox.ErrInvalid, "file_invalid", "--file %s: %w", host, err)
+	}
+	if !st.IsDir() {
+		return in.addFile(host, dst)
+	}
+	return filepath.WalkDir(host, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return sandbox.Errorf(sandbox.ErrInvalid, "file_invalid", "--file %s: %w", host, err)
+		}
+		rel, _ := filepath.Rel(host, path)
+		switch {
+		case d.IsDir():
+			return nil
+		case !d.Type().IsRegular():
+			// A symlink could lead anywhere on the host; a device or FIFO
+			// is no file to copy. Said, not silently dropped.
+			fmt.Fprintf(os.Stderr, "execbox: --file %s: %s skipped: not a regular file\n", host, rel)
+			return nil
+		}
+		return in.addFile(path, filepath.ToSlash(filepath.Join(dst, rel)))
+	})
+}
+
+func (in *inputFiles) addFile(host, dst string) error {
+	dst = strings.TrimPrefix(dst, "./")
+	if err := sandbox.CheckPath(dst); err != nil {
+		return err
+	}
+	if len(in.files) >= maxInputCount {
+		return sandbox.Errorf(sandbox.ErrLimit, "input_too_large", "--file %s: more than %d input files", host, maxInputCount)
+	}
+	data, err := readBounded(host, maxInputFiles-in.total)
+	if errors.Is(err, errTooLarge) {
+		return sandbox.Errorf(sandbox.ErrLimit, "input_too_large", "--file %s: input files exceed %d MiB in all", host, maxInputFiles/sandbox.MiB)
+	}
+	if err != nil {
+		return sandbox.Errorf(sandbox.ErrInvalid, "file_invalid", "--file %s: %w", host, err)
+	}
+	in.total += int64(len(data))
+	in.files[dst] = data
+	return nil
 }
 
 var errTooLarge = errors.New("file too large")
@@ -228,6 +422,23 @@ func reportTruncation(res *sandbox.Result) {
 		}
 		fmt.Fprintf(os.Stderr, "execbox: run ended: %s%s\n", res.Reason, msg)
 	}
+}
+
+// writeJSONError writes a refusal as {"error": {"code", "message"}} on w,
+// so a caller reading --json output always gets a JSON document. A run
+// that ended (an exitError) wrote its result already.
+func writeJSONError(w io.Writer, err error) {
+	var ee exitError
+	if err == nil || errors.As(err, &ee) {
+		return
+	}
+	type jsonError struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	}
+	json.NewEncoder(w).Encode(struct {
+		Error jsonError `json:"error"`
+	}{jsonError{Code: sandbox.CodeOf(err), Message: err.Error()}})
 }
 
 func isTerminal(f *os.File) bool {

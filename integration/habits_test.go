@@ -1,0 +1,129 @@
+package integration
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestDockerHabits: flags end at the command, so the command's own flags
+// are its own; -m, -e, -w, -i and --rm as Docker users type them; -c runs
+// code; --version.
+func TestDockerHabits(t *testing.T) {
+	requireNative(t)
+	for _, tc := range []struct {
+		name string
+		args []string
+		out  string
+	}{
+		{"command flags are the command's", []string{"python3", "-c", "print(1)"}, "1\n"},
+		{"-- still works", []string{"--", "python3", "-c", "print(2)"}, "2\n"},
+		{"short flags", []string{"-m", "64m", "-e", "GREETING=hi", "--rm", "-i", "sh", "-c", "echo $GREETING"}, "hi\n"},
+		{"-c code", []string{"-c", "print(6*7)"}, "42\n"},
+		{"-c code in sh", []string{"--language", "sh", "-c", "echo from sh"}, "from sh\n"},
+		{"-w", []string{"--file", "/etc/hostname:/work/d/h", "-w", "/work/d", "ls"}, "h\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := execbox(t, nil, "", append([]string{"run", "--backend", "native"}, tc.args...)...)
+			if r.code != 0 || r.stdout != tc.out {
+				t.Fatalf("exit %d, stdout %q, want %q; stderr %q", r.code, r.stdout, tc.out, r.stderr)
+			}
+		})
+	}
+	r := execbox(t, nil, "", "run", "--backend", "native", "-c", "print(1)", "python3")
+	if r.code != 125 || !strings.Contains(r.stderr, "not both") {
+		t.Errorf("-c with a command: exit %d, %q", r.code, r.stderr)
+	}
+	r = execbox(t, nil, "", "--version")
+	if r.code != 0 || !strings.HasPrefix(r.stdout, "execbox ") {
+		t.Errorf("--version: exit %d, %q", r.code, r.stdout)
+	}
+}
+
+// TestFilesIn: --file takes a path inside /work as well as a relative
+// one, copies directory trees entry by entry, and says what it skipped.
+func TestFilesIn(t *testing.T) {
+	requireNative(t)
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "tree", "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(dir, "tree", "a.txt"), "a")
+	writeFile(t, filepath.Join(dir, "tree", "sub", "b.txt"), "b")
+	if err := os.Symlink("/etc/passwd", filepath.Join(dir, "tree", "link")); err != nil {
+		t.Fatal(err)
+	}
+	r := execbox(t, nil, "", "run", "--backend", "native", "--file", filepath.Join(dir, "tree", "a.txt")+":/work/s.txt",
+		"--file", filepath.Join(dir, "tree")+":in", "sh", "-c", "cat s.txt; find in | sort")
+	if r.code != 0 || r.stdout != "ain\nin/a.txt\nin/sub\nin/sub/b.txt\n" {
+		t.Fatalf("exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	if !strings.Contains(r.stderr, "link skipped: not a regular file") {
+		t.Errorf("the skipped symlink was not reported: %q", r.stderr)
+	}
+	for _, bad := range []string{"/etc/x", "/workx/y", "../up"} {
+		r := execbox(t, nil, "", "run", "--backend", "native", "--file", filepath.Join(dir, "tree", "a.txt")+":"+bad, "true")
+		if r.code != 125 || !strings.Contains(r.stderr, "path_invalid") {
+			t.Errorf("--file ...:%s: exit %d, %q", bad, r.code, r.stderr)
+		}
+	}
+}
+
+// TestNoSilentLoss: skipped artifacts are said on stderr; a limit flag
+// that means nothing (zero, more CPUs than the host has) is refused.
+func TestNoSilentLoss(t *testing.T) {
+	requireNative(t)
+	arts := t.TempDir()
+	r := execbox(t, nil, "", "run", "--backend", "native", "--artifacts", arts, "sh", "-c", "echo x > kept.txt; ln -s kept.txt link")
+	if r.code != 0 || !strings.Contains(r.stderr, "artifact link not written: symlink") {
+		t.Errorf("exit %d, stderr %q; want the skipped symlink named", r.code, r.stderr)
+	}
+	for _, args := range [][]string{{"--memory", "0"}, {"--pids", "0"}, {"--cpus", "1000"}, {"--cpus", "-1"}, {"--timeout", "0s"}, {"--output-limit", "0"}} {
+		r := execbox(t, nil, "", append(append([]string{"run", "--backend", "native"}, args...), "true")...)
+		if r.code != 125 || !strings.Contains(r.stderr, "flag_invalid") || !strings.Contains(r.stderr, args[0]) {
+			t.Errorf("%v: exit %d, %q", args, r.code, r.stderr)
+		}
+	}
+}
+
+// TestJSONRefusal: with --json a refusal is a JSON document on stdout too.
+func TestJSONRefusal(t *testing.T) {
+	r := execbox(t, nil, "", "run", "--json", "--backend", "nope", "true")
+	var doc struct {
+		Error struct{ Code, Message string }
+	}
+	if r.code != 125 || json.Unmarshal([]byte(r.stdout), &doc) != nil || doc.Error.Code != "backend_unknown" || doc.Error.Message == "" {
+		t.Fatalf("exit %d, stdout %q", r.code, r.stdout)
+	}
+}
+
+// TestFnAndLintInput: fn exits 125 when its own input is wrong; lint reads
+// stdin with "-", names no flag it lacks, and counts columns from 1.
+func TestFnAndLintInput(t *testing.T) {
+	requireNative(t)
+	r := execbox(t, nil, "", "fn", "--code-file", "/nonexistent.py")
+	if r.code != 125 || !strings.Contains(r.stdout, `"ok":false`) {
+		t.Errorf("fn with a missing code file: exit %d, stdout %q", r.code, r.stdout)
+	}
+	r = execbox(t, nil, "def f(:\n  pass\n", "lint", "-")
+	if r.code != 1 || !strings.HasPrefix(r.stdout, "-:1:7: error:") {
+		t.Errorf("lint -: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	r = execbox(t, nil, "", "lint", "nope.py")
+	if r.code != 125 || strings.Contains(r.stderr, "--code-file") || !strings.Contains(r.stderr, "nope.py") {
+		t.Errorf("lint nope.py: exit %d, stderr %q", r.code, r.stderr)
+	}
+}
+
+// TestProductWords: the help speaks of the product, not of the documents
+// it was specified from.
+func TestProductWords(t *testing.T) {
+	for _, cmd := range []string{"run", "fn", "lint", "serve", "doctor", "audit", "image", "config"} {
+		r := execbox(t, nil, "", cmd, "--help")
+		if strings.Contains(strings.ToLower(r.stdout), "seed") {
+			t.Errorf("%s --help mentions a seed:\n%s", cmd, r.stdout)
+		}
+	}
+}
