@@ -14,8 +14,8 @@ import (
 //	-ldflags "-X main.version=1.2.0 -X main.commit=<sha> -X main.date=<RFC 3339>"
 //
 // A plain go build or go run leaves them empty but for version "dev"; the
-// commit and date then come from the Go toolchain's VCS stamp, when it
-// made one.
+// commit and its time then come from the Go toolchain's VCS stamp, when it
+// made one, and the build date is unknown.
 var (
 	version = "dev"
 	commit  = ""
@@ -25,7 +25,8 @@ var (
 // buildInfo is what `execbox version` prints.
 type buildInfo struct {
 	Version, Commit, Date, Go, Platform string
-	Modified                            bool // the VCS stamp saw uncommitted changes
+	CommitTime                          string // the VCS stamp's commit time (dev builds)
+	Modified                            bool   // the VCS stamp saw uncommitted changes
 }
 
 // readBuildInfo combines the stamped variables with the toolchain's build
@@ -45,8 +46,8 @@ func readBuildInfo() buildInfo {
 				b.Commit = s.Value
 			}
 		case "vcs.time":
-			if b.Date == "" {
-				b.Date = s.Value
+			if !stamped {
+				b.CommitTime = s.Value
 			}
 		case "vcs.modified":
 			if !stamped {
@@ -67,8 +68,11 @@ func (b buildInfo) write(w io.Writer) {
 		return s
 	}
 	c := unknown(b.Commit)
+	if b.CommitTime != "" {
+		c += " (" + b.CommitTime + ")"
+	}
 	if b.Modified {
-		c += " (modified)"
+		c += ", modified"
 	}
 	fmt.Fprintf(w, "execbox %s\ncommit: %s\nbuilt: %s\ngo: %s\nplatform: %s\n",
 		b.Version, c, unknown(b.Date), b.Go, b.Platform)
@@ -81,7 +85,8 @@ func newVersionCmd() *cobra.Command {
 		Long: `Print the version, the commit and the build date of this binary, the Go
 version and the platform. Release builds have all three stamped in; a
 development build (go build, go run) says "dev" and takes the commit and
-its date from the toolchain's VCS information when there is some.`,
+its time from the toolchain's VCS stamp when there is one (go build in a
+git checkout; go run with -buildvcs=true).`,
 		Args: cobra.NoArgs,
 		Run: func(cmd *cobra.Command, _ []string) {
 			readBuildInfo().write(cmd.OutOrStdout())
