@@ -325,7 +325,11 @@ stage_release() {
 	make_dir "$prefix" 0755
 	make_dir "$prefix/releases" 0755
 	local tmp=$dest.partial
-	rm -rf -- "$tmp"
+	if [ -e "$tmp" ]; then
+		# Left by an interrupted run of deploy.sh, else not ours.
+		has_marker "$tmp" || die "$tmp exists and was not made by deploy.sh"
+		rm -rf -- "$tmp"
+	fi
 	mkdir -p "$tmp"
 	: >"$tmp/$marker"
 	local f
