@@ -647,7 +647,7 @@ cmd_install() {
 	fi
 	if [ "$mode" = docker ]; then
 		command -v docker >/dev/null || die "docker mode needs the docker CLI and a running engine"
-		exists "$name" && die "a container named $name exists already and was not made by deploy.sh"
+		if exists "$name"; then die "a container named $name exists already and was not made by deploy.sh"; fi
 	fi
 	check_bundle
 	setup_host
@@ -683,6 +683,7 @@ cmd_upgrade() {
 	[ "$mode" != docker ] || load_image
 	setup_host
 	stage_release
+	write_deployconf # options given now (--privileges, --docker-socket) stay
 	say "upgrading execbox $old to $bundle_version"
 	case $mode in
 	systemd)
