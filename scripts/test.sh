@@ -50,3 +50,11 @@ echo "== benchmarks (one short pass, side by side in one run)"
 go test -run '^$' -bench Python -benchtime 20x -count 1 ./backend/all/ 2>&1 | grep -E '^(Benchmark|ok|FAIL)' || true
 go test -run '^$' -bench Start -benchtime 100x -count 1 ./backend/native/ 2>&1 | grep -E '^(Benchmark|ok|FAIL)' || true
 go test -run '^$' -bench . -benchtime 20x -count 1 ./backend/docker/ 2>&1 | grep -E '^(Benchmark|ok|FAIL)' || true
+
+# The release: bundles, image and .deb built, then installed, upgraded,
+# rolled back and removed by deploy.sh (scratch root, Docker, a real
+# systemd) and dpkg. Its own script, so this block merges apart from the
+# others. About 3 minutes with a warm Go build cache; up to ~9 cold (two
+# architectures compiled, nfpm built from the module proxy).
+echo "== release bundle (scripts/test-release.sh)"
+./scripts/test-release.sh
