@@ -158,26 +158,35 @@ func sessionState(t *testing.T, b sandbox.Backend) {
 	}
 }
 
-// notFound: a program or working directory missing in the sandbox is
-// ErrInvalid naming it; one that exists runs.
+// notFound: a program that is not there exits 127, one that cannot be
+// executed 126, as a shell says (sandbox.ExitNotFound, ExitNotExecutable),
+// with the cause in Message; a working directory missing in the sandbox is
+// ErrInvalid naming it; a program that exists runs.
 func notFound(t *testing.T, b sandbox.Backend) {
 	sb := Create(t, b, sandbox.Spec{})
 	if err := sb.WriteFiles(t.Context(), map[string][]byte{"sub/f": []byte("x")}); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []struct {
-		p    sandbox.Process
-		code string
+		args []string
+		code int
+		msg  string
 	}{
-		{sandbox.Process{Args: []string{"no-such-program"}}, "program_not_found"},
-		{sandbox.Process{Args: []string{"/usr/bin/no-such-program"}}, "program_not_found"},
-		{sandbox.Process{Args: []string{"/etc/passwd"}}, "program_not_found"},
-		{sandbox.Process{Args: []string{"/bin/true"}, Dir: "missing"}, "dir_not_found"},
-		{sandbox.Process{Args: []string{"/bin/true"}, Dir: "sub/f"}, "dir_not_found"},
+		{[]string{"no-such-program"}, 127, `program "no-such-program" not found in the sandbox's PATH`},
+		{[]string{"/usr/bin/no-such-program"}, 127, `program "/usr/bin/no-such-program": not found`},
+		{[]string{"/etc/passwd"}, 126, `program "/etc/passwd": not executable`},
+		{[]string{"/etc"}, 126, `program "/etc": is a directory`},
+		{[]string{"sub/f"}, 126, `program "sub/f": not executable`},
 	} {
-		_, err := sb.Exec(t.Context(), &c.p)
-		if !errors.Is(err, sandbox.ErrInvalid) || sandbox.CodeOf(err) != c.code {
-			t.Errorf("Exec %q in %q: %v (code %q), want ErrInvalid %s", c.p.Args, c.p.Dir, err, sandbox.CodeOf(err), c.code)
+		res, err := sb.Exec(t.Context(), &sandbox.Process{Args: c.args})
+		if err != nil || res.Reason != sandbox.ReasonExited || res.ExitCode != c.code || !strings.HasPrefix(res.Message, c.msg) {
+			t.Errorf("Exec %q: %v %+v, want exit %d with a message starting %q", c.args, err, res, c.code, c.msg)
+		}
+	}
+	for _, dir := range []string{"missing", "sub/f"} {
+		_, err := sb.Exec(t.Context(), &sandbox.Process{Args: []string{"/bin/true"}, Dir: dir})
+		if !errors.Is(err, sandbox.ErrInvalid) || sandbox.CodeOf(err) != "dir_not_found" {
+			t.Errorf("Exec in %q: %v (code %q), want ErrInvalid dir_not_found", dir, err, sandbox.CodeOf(err))
 		}
 	}
 	res := Exec(t, sb, "pwd")
