@@ -69,6 +69,7 @@ func (s *suite) testFS(t *testing.T) {
 
 	s.run(t, "python_stat_scandir", func(t *testing.T) {
 		res := fsRun(t, &sandbox.Process{Args: []string{"python3", "-I", "-c", `import os, stat
+` + SyscallProbesMarker + `
 st = os.stat("d/a.txt")
 print("stat", st.st_size, stat.S_ISREG(st.st_mode))
 print("lstat", stat.S_ISLNK(os.lstat("d/link").st_mode), os.stat("d/link").st_size)
@@ -89,6 +90,7 @@ print("walk", sorted(os.path.relpath(os.path.join(r, f), "d") for r, _, fs in os
 // written (the child waits on the program's stdin, which the host opens
 // only after the program said it is about to block).
 const pollProgram = `import os, select, sys
+` + SyscallProbesMarker + `
 r, w = os.pipe()
 p = select.poll(); p.register(r, select.POLLIN)
 e = select.epoll(); e.register(r, select.EPOLLIN)

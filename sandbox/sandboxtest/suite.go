@@ -82,7 +82,7 @@ type suite struct {
 //	files/{write_and_read,process_dir,artifacts_new_only,artifacts_changed_input,
 //	       artifacts_rewritten_same_size,artifact_files_limit,artifact_files_at_limit,
 //	       artifact_bytes_limit,artifact_bytes_at_limit,run_spec_files}
-//	paths/{write_files/<rule>,run_spec_files/<rule>,
+//	paths/{write_files/<rule>,
 //	       accepted/{long_component_255,long_path_4096},atomic,exec_invalid,
 //	       symlink/{dir,dir_deep,file,relative,etc,atomic}}
 //	symlink_artifacts/{not_followed,special_files}

@@ -15,12 +15,12 @@ var syscallNumbers = map[string]map[string]int{
 	"amd64": {
 		"futex": 202, "clone": 56, "clone3": 435, "pivot_root": 155, "kexec_load": 246, "init_module": 175,
 		"delete_module": 176, "keyctl": 250, "add_key": 248, "bpf": 321, "perf_event_open": 298,
-		"userfaultfd": 323, "io_uring_setup": 425, "reboot": 169,
+		"userfaultfd": 323, "io_uring_setup": 425, "reboot": 169, "nanosleep": 35,
 	},
 	"arm64": {
 		"futex": 98, "clone": 220, "clone3": 435, "pivot_root": 41, "kexec_load": 104, "init_module": 105,
 		"delete_module": 106, "keyctl": 219, "add_key": 217, "bpf": 280, "perf_event_open": 241,
-		"userfaultfd": 282, "io_uring_setup": 425, "reboot": 142,
+		"userfaultfd": 282, "io_uring_setup": 425, "reboot": 142, "nanosleep": 101,
 	},
 }
 
@@ -50,8 +50,10 @@ def in_child(f):
     return data.decode()
 `
 
-// SyscallProbesMarker is the line of the syscall program after which the
-// rows run (everything before it is imports and helpers).
+// SyscallProbesMarker is the line of the suite's Python programs (the
+// syscall table's, fs/python_stat_scandir's, io/select_poll_pipe's) after
+// which their checks run; everything before it is imports and helpers. The
+// suite's self-test inserts a stricter seccomp filter there.
 const SyscallProbesMarker = "# execbox-suite: probes start"
 
 // syscallProgram is the Python program that runs rows and prints one line
