@@ -100,7 +100,9 @@
 //
 // # Concurrency
 //
-// A Backend is safe for concurrent use. A Sandbox is used by one goroutine
-// at a time, except Close, which may be called at any time and ends a
-// running Exec.
+// A Backend is safe for concurrent use. A Sandbox is too, as package
+// sandbox says: one Exec at a time (a second gets ErrBusy "sandbox_busy",
+// from sandbox.Lifecycle), WriteFiles and Artifacts at any time (one after
+// the other, alongside an Exec), and Close at any time, ending a running
+// Exec.
 package native

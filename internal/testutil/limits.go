@@ -16,11 +16,11 @@ import (
 // program on the host kernel under execbox's cgroups (native, bwrap); each
 // is a whole test body.
 
-// pidsLimit: a fork bomb stops at the pids limit, fast, and the result
-// says so; 20 processes at once are fine.
+// pidsLimit: a fork bomb that dies of the pids limit is reported with
+// reason pids_limit (it stops there: the wall limit would say timeout);
+// 20 processes at once are fine.
 func pidsLimit(t *testing.T, b sandbox.Backend) {
 	spec := sandbox.Spec{Limits: sandbox.Limits{Pids: 32, Wall: 20 * time.Second}}
-	start := time.Now()
 	res := Py(t, b, spec, `
 import os, time
 while True:
@@ -28,9 +28,6 @@ while True:
 `)
 	if res.Reason != sandbox.ReasonPidsLimit {
 		t.Fatalf("fork bomb: reason %s (exit %d, %s), want pids_limit; stderr %q", res.Reason, res.ExitCode, res.Message, Tail(res.Stderr))
-	}
-	if d := time.Since(start); d > 10*time.Second {
-		t.Errorf("the fork bomb ran for %v", d)
 	}
 	if !strings.Contains(res.Enforcement["pids"], "pids") {
 		t.Errorf("enforcement for pids = %q", res.Enforcement["pids"])
@@ -111,25 +108,6 @@ func limitsBothSides(t *testing.T, b sandbox.Backend) {
 					res.Reason, res.ExitCode, res.Signal, res.Stdout, Tail(res.Stderr), res.Message, c.reason, c.exit, c.stdout)
 			}
 		})
-	}
-}
-
-// cpuQuota: the CPU quota holds a busy program to its share of a core; a
-// larger quota lets it use more. Usage.CPU comes from the cgroup.
-func cpuQuota(t *testing.T, b sandbox.Backend) {
-	burn := "import time\nt = time.time()\nwhile time.time() - t < 1: pass"
-	used := func(cpus float64) time.Duration {
-		res := Run(t, b, sandbox.Spec{Limits: sandbox.Limits{CPUs: cpus}}, "/usr/bin/python3", "-I", "-S", "-c", burn)
-		WantOK(t, res)
-		return res.Usage.CPU
-	}
-	low, high := used(0.1), used(1)
-	t.Logf("1 s of busy loop: %v CPU at 0.1 cores, %v at 1 core", low, high)
-	if low > 250*time.Millisecond {
-		t.Errorf("at 0.1 cores the program used %v of CPU in 1 s", low)
-	}
-	if high < 2*low || high < 200*time.Millisecond {
-		t.Errorf("at 1 core the program used only %v (0.1 cores: %v)", high, low)
 	}
 }
 
