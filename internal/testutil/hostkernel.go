@@ -27,13 +27,12 @@ type HostKernelOpts struct {
 //
 //	limits/{pids,memory,both_sides/<case>,work_size_write_files,
 //	        session_state,not_found,tmp_exec,concurrent_runs}
-//
-// (The CPU quota and the pids bound counted from the host are the
-// conformance suite's, for every backend: sandboxtest limits/*.)
-//
 //	isolation/{host_network_invisible,privileges_dropped/{capability_sets_zero,denied_syscalls},
 //	           only_std_fds,uts_and_pid,minimal_dev,artifact_symlinks}
 //	mounts/{extra,validation/<case>,interpreters}
+//
+// (The CPU quota and the pids bound counted from the host are the
+// conformance suite's, for every backend: sandboxtest limits/*.)
 //
 // The backend must be available; gate the test before calling it.
 func HostKernel(t *testing.T, b sandbox.Backend, o HostKernelOpts) {
