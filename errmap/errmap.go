@@ -59,18 +59,33 @@ func KindOfStatus(status int) *sandbox.Kind {
 // exits with its own code.
 const ExitRefused = 125
 
-// ExitCode maps err to the CLI's exit code: 0 for nil, ExitCanceled when
-// the caller cancelled (an interrupt during the health probe), else
-// ExitRefused.
+// ExitCode maps err to the CLI's exit code: 0 for nil; for an error that
+// says the program cannot be started (code "program_not_found" or
+// "program_not_executable", from a backend that reports it as an error
+// rather than as a Result) the shell's 127 or 126, as ResultExitCode gives
+// for such a Result; ExitCanceled when the caller cancelled (an
+// interrupt during the health probe); else ExitRefused.
 func ExitCode(err error) int {
 	switch {
 	case err == nil:
 		return 0
 	case errors.Is(err, context.Canceled):
 		return ExitCanceled
+	case sandbox.CodeOf(err) == CodeProgramNotFound:
+		return sandbox.ExitNotFound
+	case sandbox.CodeOf(err) == CodeProgramNotExecutable:
+		return sandbox.ExitNotExecutable
 	}
 	return ExitRefused
 }
+
+// The error codes of a program that cannot be started, where a backend
+// returns an error instead of a Result with exit code 127 or 126 (the rule
+// of package sandbox).
+const (
+	CodeProgramNotFound      = "program_not_found"
+	CodeProgramNotExecutable = "program_not_executable"
+)
 
 // Exit codes of a run, like `docker run` and `timeout` (see ResultExitCode).
 const (
@@ -79,7 +94,8 @@ const (
 )
 
 // ResultExitCode is the CLI's exit code for a program that ran: its own
-// exit status; ExitTimeout when the wall-clock limit ended it; ExitRefused
+// exit status (sandbox.ExitNotFound, 127, and sandbox.ExitNotExecutable,
+// 126, for one that could not be started); ExitTimeout when the wall-clock limit ended it; ExitRefused
 // when the sandbox failed around it; ExitCanceled when the caller
 // cancelled; 128+N when signal N ended it; ExitRefused for any other end
 // with no exit status (an output limit kill without a recorded signal).

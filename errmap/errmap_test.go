@@ -49,6 +49,14 @@ func TestHTTPStatusRoundTrip(t *testing.T) {
 	if ExitCode(nil) != 0 {
 		t.Error("ExitCode(nil) != 0")
 	}
+	// A program that cannot be started exits like a shell, whether the
+	// backend said so with a Result (ResultExitCode) or an error.
+	for code, want := range map[string]int{"program_not_found": 127, "program_not_executable": 126, "dir_not_found": 125} {
+		err := fmt.Errorf("wrapped: %w", sandbox.Errorf(sandbox.ErrInvalid, code, "x"))
+		if got := ExitCode(err); got != want {
+			t.Errorf("ExitCode(%s) = %d, want %d", code, got, want)
+		}
+	}
 }
 
 func TestFunctionKind(t *testing.T) {
@@ -75,6 +83,8 @@ func TestResultExitCode(t *testing.T) {
 	}{
 		{sandbox.Result{Reason: sandbox.ReasonExited, ExitCode: 0}, 0},
 		{sandbox.Result{Reason: sandbox.ReasonExited, ExitCode: 7}, 7},
+		{sandbox.Result{Reason: sandbox.ReasonExited, ExitCode: 127, Message: "program \"x\" not found"}, 127},
+		{sandbox.Result{Reason: sandbox.ReasonExited, ExitCode: 126, Message: "program \"/etc\": is a directory"}, 126},
 		{sandbox.Result{Reason: sandbox.ReasonTimeout, ExitCode: -1, Signal: "SIGKILL"}, 124},
 		{sandbox.Result{Reason: sandbox.ReasonCanceled, ExitCode: -1, Signal: "SIGKILL"}, 130},
 		{sandbox.Result{Reason: sandbox.ReasonSandboxError, ExitCode: -1}, 125},

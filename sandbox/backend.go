@@ -31,10 +31,13 @@ type Sandbox interface {
 	// naming the path; nothing is written then.
 	WriteFiles(ctx context.Context, files map[string][]byte) error
 	// Exec runs one process to its end and returns how it ended. The error
-	// is non-nil only when the process could not be run or watched; a
-	// program that fails, times out or is killed is a Result with a Reason.
-	// When ctx ends, the whole process tree is killed and the Result says
-	// "canceled".
+	// is non-nil only when the request is invalid (ErrInvalid: empty Args, a
+	// bad or missing Dir), another Exec of the sandbox runs (ErrBusy
+	// "sandbox_busy"), or the process could not be run or watched; a
+	// program that fails, times out or is killed is a Result with a Reason,
+	// and so is one that is not found (exit code ExitNotFound) or cannot be
+	// executed (ExitNotExecutable). When ctx ends, the whole process tree is
+	// killed and the Result says "canceled".
 	Exec(ctx context.Context, p *Process) (*Result, error)
 	// Artifacts collects the regular files created or changed in the work
 	// dir since the last WriteFiles, never following a symlink, within the
@@ -42,7 +45,8 @@ type Sandbox interface {
 	Artifacts(ctx context.Context) (Artifacts, error)
 	// Close kills anything still running and removes every trace of the
 	// sandbox (processes, cgroups, mounts, temp dirs, containers). It is
-	// safe to call more than once and from any goroutine.
+	// safe to call more than once and from any goroutine. When it returns,
+	// no process of the sandbox runs any more.
 	Close(ctx context.Context) error
 }
 

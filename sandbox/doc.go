@@ -21,8 +21,25 @@
 // stable machine code (CodeOf). Transports map kinds once (HTTPStatus,
 // ExitCode).
 //
+// A program that cannot be started is not an error of Exec: like a shell
+// and `docker run`, Exec returns a Result with reason "exited", exit code
+// ExitNotFound (127) when the program is not there (not in PATH, no such
+// file, or its interpreter missing) and ExitNotExecutable (126) when it is
+// there but cannot be executed (a directory, not a regular file, no execute
+// permission, an exec format error), with the reason in Result.Message.
+// Only a process that is invalid as a request (empty Args, a bad Dir, or a
+// Dir that is not a directory in the work dir) is an error (ErrInvalid).
+//
 // Concurrency: a Backend is safe for concurrent use. A Sandbox is safe for
-// use by one goroutine at a time, except Close, which may be called at any
-// time from any goroutine and ends a running Exec. Exec honours its context:
-// cancelling it kills the whole process tree and returns reason "canceled".
+// concurrent use too, with one rule: it runs one Exec at a time. An Exec
+// started while another runs fails at once with ErrBusy, code
+// "sandbox_busy" (CodeBusy), and runs nothing; Lifecycle enforces this for
+// every implementation that registers its Execs with BeginExec. WriteFiles
+// and Artifacts may run while an Exec runs and alongside each other: the
+// program and the caller share the work dir, so they see whatever the
+// program has written so far, and never anything outside the work dir, even
+// while the program swaps a directory for a symlink under them. Close may
+// be called at any time from any goroutine; it ends a running Exec. Exec
+// honours its context: cancelling it kills the whole process tree and
+// returns reason "canceled".
 package sandbox

@@ -5,17 +5,27 @@ import (
 	"sync"
 )
 
-// Lifecycle is the operation lifecycle every Sandbox implementation needs:
-// it counts running operations, remembers the cancel func of the running
-// Exec, and refuses new operations once Close has begun. Its zero value is
-// ready; it must not be copied after first use. All methods are safe for
-// concurrent use.
+// Lifecycle is the operation bookkeeping every Sandbox implementation
+// embeds: it counts running operations, lets one Exec run at a time,
+// remembers that Exec's cancel func, and refuses new operations once Close
+// has begun. Its zero value is ready; it must not be copied after first
+// use. All methods are safe for concurrent use.
 //
 // Use:
 //
-//	if err := s.life.Begin(s.id, cancel); err != nil { return err }
-//	defer s.life.Done()
-//	…
+//	func (s *Sandbox) Exec(ctx, p) (*Result, error) {
+//		ctx, cancel := context.WithCancel(ctx)
+//		defer cancel()
+//		end, err := s.life.BeginExec(s.id, cancel)
+//		if err != nil { return nil, err } // sandbox_closed, or sandbox_busy
+//		defer end()
+//		…
+//	}
+//	func (s *Sandbox) WriteFiles(ctx, files) error {
+//		if err := s.life.Begin(s.id, nil); err != nil { return err }
+//		defer s.life.Done()
+//		…
+//	}
 //	func (s *Sandbox) Close(ctx) error {
 //		if !s.life.Close() { return nil }
 //		// release resources: no operation runs any more
@@ -23,13 +33,49 @@ import (
 type Lifecycle struct {
 	mu      sync.Mutex
 	closed  bool
+	execing bool               // an Exec registered with BeginExec runs
 	cancel  context.CancelFunc // of the running Exec
 	running sync.WaitGroup
 }
 
-// Begin registers an operation, which must end with Done. A non-nil cancel
-// (an Exec's) is what Close calls to end it. After Close, Begin refuses with
-// ErrNotFound code "sandbox_closed" naming sandbox id.
+// CodeBusy is the code of the error a second concurrent Exec gets.
+const CodeBusy = "sandbox_busy"
+
+// BeginExec registers an Exec, which must end by calling end (once). At
+// most one Exec runs at a time: while one runs, BeginExec refuses at once
+// with ErrBusy code "sandbox_busy" naming sandbox id, and the caller must
+// run nothing. cancel is what Close calls to end the Exec. After Close,
+// BeginExec refuses with ErrNotFound code "sandbox_closed".
+func (l *Lifecycle) BeginExec(id string, cancel context.CancelFunc) (end func(), err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return nil, Errorf(ErrNotFound, "sandbox_closed", "sandbox %s is closed", id)
+	}
+	if l.execing {
+		return nil, Errorf(ErrBusy, CodeBusy, "sandbox %s is running another Exec; a sandbox runs one Exec at a time", id)
+	}
+	l.execing, l.cancel = true, cancel
+	l.running.Add(1)
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			l.mu.Lock()
+			l.execing, l.cancel = false, nil
+			l.mu.Unlock()
+			l.running.Done()
+		})
+	}, nil
+}
+
+// Begin registers an operation other than an Exec (WriteFiles, Artifacts),
+// which must end with Done; any number of them may run, alongside an Exec
+// too. After Close, Begin refuses with ErrNotFound code "sandbox_closed"
+// naming sandbox id.
+//
+// A non-nil cancel registers an Exec the older way: Close calls cancel to
+// end it, but the one-Exec-at-a-time rule is not enforced for it. New code
+// uses BeginExec.
 func (l *Lifecycle) Begin(id string, cancel context.CancelFunc) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -90,3 +90,58 @@ func TestLifecycleConcurrentClose(t *testing.T) {
 		t.Fatalf("%d Close calls returned true; want exactly 1", firsts)
 	}
 }
+
+// One Exec at a time: a second BeginExec while one runs is ErrBusy
+// "sandbox_busy"; once the first ends, the next is accepted. Other
+// operations run alongside an Exec.
+func TestLifecycleOneExecAtATime(t *testing.T) {
+	var l Lifecycle
+	end, err := l.BeginExec("sb4", func() {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = l.BeginExec("sb4", func() {})
+	if !errors.Is(err, ErrBusy) || CodeOf(err) != "sandbox_busy" {
+		t.Fatalf("second BeginExec = %v (code %q); want ErrBusy sandbox_busy", err, CodeOf(err))
+	}
+	if err := l.Begin("sb4", nil); err != nil {
+		t.Fatalf("Begin alongside an Exec: %v", err)
+	}
+	l.Done()
+	end()
+	end() // a second call does nothing
+	end2, err := l.BeginExec("sb4", func() {})
+	if err != nil {
+		t.Fatalf("BeginExec after the first ended: %v", err)
+	}
+	end2()
+	if !l.Close() {
+		t.Fatal("Close returned false")
+	}
+	if _, err := l.BeginExec("sb4", func() {}); !errors.Is(err, ErrNotFound) || CodeOf(err) != "sandbox_closed" {
+		t.Fatalf("BeginExec after Close = %v; want ErrNotFound sandbox_closed", err)
+	}
+}
+
+// Close cancels an Exec registered with BeginExec and waits for its end.
+func TestLifecycleCloseEndsBeginExec(t *testing.T) {
+	var l Lifecycle
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	end, err := l.BeginExec("sb5", cancel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ended atomic.Bool
+	go func() {
+		<-ctx.Done()
+		ended.Store(true)
+		end()
+	}()
+	if !l.Close() {
+		t.Fatal("Close returned false")
+	}
+	if !ended.Load() {
+		t.Fatal("Close returned before the Exec ended")
+	}
+}

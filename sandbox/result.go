@@ -21,6 +21,20 @@ const (
 	ReasonSandboxError  Reason = "sandbox_error"   // the sandbox failed around the program
 )
 
+// Exit codes of a program that could not be started, as a POSIX shell and
+// `docker run` report them. Exec returns them in a Result with reason
+// "exited" and the cause in Message; the program did not run, so it wrote
+// nothing.
+const (
+	// ExitNotExecutable: the program was found but cannot be executed: a
+	// directory or other non-regular file, no execute permission (for the
+	// sandbox's user, or a noexec mount), an exec format error.
+	ExitNotExecutable = 126
+	// ExitNotFound: there is no such program: not in the sandbox's PATH, no
+	// file at the path given, or a script whose interpreter is missing.
+	ExitNotFound = 127
+)
+
 // ReasonOf says why a program ended by itself with signal sig (0: it
 // exited): the limit a signal stands for — SIGXCPU is the CPU-time rlimit,
 // SIGXFSZ the file-size rlimit — or signaled.

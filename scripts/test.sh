@@ -16,7 +16,7 @@ fi
 export PATH="/usr/local/go/bin:$PATH"
 # go keeps its caches under HOME; CI may start us without one.
 export HOME="${HOME:-$(getent passwd "$(id -u)" | cut -d: -f6)}"
-export EXECBOX_REQUIRE="${EXECBOX_REQUIRE:-native,landlock,cgroups,bwrap,gvisor,docker}"
+export EXECBOX_REQUIRE="${EXECBOX_REQUIRE:-native,landlock,cgroups,bwrap,gvisor,docker,sandboxtest}"
 
 need=()
 for pkg in python3 nodejs bubblewrap runsc docker.io; do

@@ -55,6 +55,14 @@
 // (read-only unless writable, noexec when writable unless tmp_exec), which
 // bwrap binds in turn; so bwrap also reaches sources its uid could not.
 //
+// The program's pids: the sandbox's cgroup has a pids leaf of the program's
+// own holding exactly Limits.Pids of its tasks (hostbase.Options.ProgramLeaf).
+// After reading its config the init reports the id of its locked main
+// thread, execbox moves that thread into the leaf and sends a go-ahead, and
+// only then does the init fork the program, which is born in the leaf; the
+// init's other threads and bwrap count in the cgroup above it (the limit
+// plus 10 for them).
+//
 // The cgroup: bwrap writes the sandbox's host PID to the info fd right
 // after clone; the sandbox sets up its mounts and waits on the block fd.
 // execbox moves it and the bwrap monitor into the cgroup (v1) — on cgroup
@@ -126,7 +134,9 @@
 //
 // # Concurrency
 //
-// A Backend is safe for concurrent use. A Sandbox is used by one goroutine
-// at a time, except Close, which may be called at any time and ends a
-// running Exec.
+// A Backend is safe for concurrent use. A Sandbox is too, as package
+// sandbox says: one Exec at a time (a second gets ErrBusy "sandbox_busy",
+// from sandbox.Lifecycle), WriteFiles and Artifacts at any time (one after
+// the other, alongside an Exec), and Close at any time, ending a running
+// Exec.
 package bwrap

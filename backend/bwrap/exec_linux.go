@@ -257,6 +257,16 @@ func (l *launch) serve(cfg *initConfig) served {
 	if err := nsinit.WriteMsg(l.ctl, cfg); err != nil {
 		return served{err: fmt.Errorf("sending the init config: %w", err)}
 	}
+	var ready initReady
+	if err := nsinit.ReadMsg(l.ctl, &ready); err != nil {
+		return served{err: fmt.Errorf("waiting for the init: %w", err)}
+	}
+	if err := l.placeThread(info.ChildPID, ready.TID); err != nil {
+		return served{err: err}
+	}
+	if _, err := l.ctl.Write([]byte{goByte}); err != nil {
+		return served{err: fmt.Errorf("starting the program: %w", err)}
+	}
 	var st nsinit.Status
 	if err := nsinit.ReadMsg(l.ctl, &st); err != nil {
 		return served{err: fmt.Errorf("reading the init's status: %w", err)}
@@ -279,6 +289,25 @@ func (l *launch) place(child int) error {
 		if err := cg.Add(ppid); err != nil && !errors.Is(err, unix.ESRCH) {
 			return fmt.Errorf("placing bwrap in the cgroup: %w", err)
 		}
+	}
+	return nil
+}
+
+// placeThread moves the init's thread nsTID (as the sandbox numbers it),
+// which forks the program, into the program's pids leaf: the program is
+// born there and held to its limit exactly, while the init's other
+// threads and bwrap stay in the sandbox's cgroup above it.
+func (l *launch) placeThread(child, nsTID int) error {
+	cg := l.s.Cgroup
+	if cg == nil || cg.ProgramLeafDir() == "" {
+		return nil
+	}
+	tid, err := nsinit.HostTID(child, nsTID)
+	if err != nil {
+		return fmt.Errorf("placing the program's leaf: %w", err)
+	}
+	if err := cg.AddProgramThread(tid); err != nil {
+		return fmt.Errorf("placing the program's leaf: %w", err)
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -33,10 +34,25 @@ type initConfig struct {
 	Rlimits []nsinit.Rlimit `json:"rlimits,omitempty"`
 }
 
+// initReady is the init's answer to its config: the id of the thread that
+// will fork the program, in the sandbox's PID namespace. The parent moves
+// that thread into the program's pids leaf and sends goByte.
+type initReady struct {
+	TID int `json:"tid"`
+}
+
+// goByte lets the init fork the program.
+const goByte = 'G'
+
 func init() { reexec.Entry(initEntry, initMain) }
 
 // initMain runs the init; anywhere but as a sandbox's PID 1 it refuses.
 func initMain() {
+	// The program is forked from this thread, which the parent puts in the
+	// program's pids leaf; the Go runtime starts its later threads from its
+	// template thread (made now, while this thread is still in the
+	// sandbox's cgroup), so they stay out of the program's limit.
+	runtime.LockOSThread()
 	if os.Getpid() != 1 {
 		fmt.Fprintln(os.Stderr, "the bwrap sandbox init runs only as PID 1 of a sandbox")
 		reexec.Exit(2)
@@ -79,12 +95,19 @@ func runInit(ctl *os.File) *nsinit.Status {
 	if len(c.Args) == 0 {
 		return fail(nsinit.CodeSetup, errors.New("no program"))
 	}
+	if err := nsinit.WriteMsg(ctl, initReady{TID: unix.Gettid()}); err != nil {
+		return fail(nsinit.CodeSetup, fmt.Errorf("reporting ready: %w", err))
+	}
+	var g [1]byte
+	if n, _ := ctl.Read(g[:]); n != 1 || g[0] != goByte {
+		reexec.Exit(2) // placement failed, or the parent went away
+	}
 	if st, err := os.Stat(c.Dir); err != nil || !st.IsDir() {
 		return fail(nsinit.CodeDirNotFound, fmt.Errorf("working directory %s is not a directory in the sandbox", c.Dir))
 	}
 	prog, err := nsinit.LookPath(c.Args[0], c.Env, c.Dir)
 	if err != nil {
-		return fail(nsinit.CodeNotFound, err)
+		return fail(nsinit.ProgramErrorCode(err), err)
 	}
 	for _, l := range c.Rlimits {
 		// syscall's Setrlimit, so the runtime does not restore its own
@@ -95,7 +118,7 @@ func runInit(ctl *os.File) *nsinit.Status {
 	}
 	pid, err := syscall.ForkExec(prog, c.Args, &syscall.ProcAttr{Dir: c.Dir, Env: c.Env, Files: []uintptr{0, 1, 2}})
 	if err != nil {
-		return fail(nsinit.CodeStartFailed, fmt.Errorf("starting %s: %w", c.Args[0], err))
+		return fail(nsinit.ExecErrorCode(err), fmt.Errorf("starting %s: %w", c.Args[0], err))
 	}
 	ws := nsinit.Reap(pid)
 	if ws.Signaled() {

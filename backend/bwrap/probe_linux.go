@@ -17,8 +17,10 @@ import (
 	"github.com/execbox/execbox/sandbox"
 )
 
-// helperTasks is what the pids limit adds for bwrap's own processes: the
-// monitor outside and the init's (Go runtime) threads inside.
+// helperTasks is what the sandbox's cgroup holds beyond the program's pids
+// leaf for bwrap's own processes: the monitor outside and the init's (Go
+// runtime) threads inside. The program's own leaf holds exactly its limit
+// (hostbase.Options.ProgramLeaf).
 const helperTasks = 10
 
 // healthTTL is how long a Health answer is reused, and how long an
@@ -52,6 +54,7 @@ func build(cfg Config, s sandbox.Settings) sandbox.Backend {
 		TTL:         healthTTL,
 		SandboxDir:  true,
 		CgroupPids:  func(pids int) int { return pids + helperTasks },
+		ProgramLeaf: true,
 		HostNetwork: "host network (policy network=host, bwrap --share-net)",
 		Probe:       b.probe,
 		Enforcement: enforcement,
@@ -152,6 +155,9 @@ func searchable(dir string) error {
 // enforcement says how each limit is enforced on this host.
 func enforcement(h *host) map[string]string {
 	m := h.Enforcement(helperTasks, "bwrap and the init's threads")
+	if v := h.ProgramLeafPids(helperTasks, "bwrap and the init's threads"); v != "" {
+		m["pids"] = v
+	}
 	m["wall"] = "execbox timer (SIGKILL to the cgroup, bwrap and the sandbox's PID 1; bwrap --die-with-parent)"
 	m["tmp_size"] = "tmpfs size (a host tmpfs per Exec, noexec unless tmp_exec, bound on /tmp; /dev/shm points into it)"
 	m["network"] = "empty network namespace (bwrap --unshare-all, loopback only)"

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -27,9 +28,14 @@ func (s *Sandbox) run(ctx context.Context, p *sandbox.Process) (*sandbox.Result,
 	}
 	env := sandbox.BuildEnv(os.Environ(), s.Spec.Policy, fixed, s.Spec.Env, p.Env)
 	dir := filepath.Join(s.Work.Path, p.Dir)
-	prog, err := lookPath(p.Args[0], env, dir)
-	if err != nil {
-		return nil, err
+	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+		return nil, sandbox.Errorf(sandbox.ErrInvalid, "dir_not_found", "working directory %s is not a directory in the work dir", p.Dir)
+	}
+	prog, code, why := lookPath(p.Args[0], env, dir)
+	if code != 0 {
+		// Like a shell: the program did not run; 127 or 126 says why.
+		return &sandbox.Result{ID: s.ID(), Backend: Name, Isolation: sandbox.IsolationNone, Reason: sandbox.ReasonExited,
+			ExitCode: code, Message: why, Enforcement: enforcement()}, nil
 	}
 	cfg, _ := json.Marshal(reaperConfig{Path: prog, Rlimits: map[int]uint64{
 		unix.RLIMIT_DATA:   uint64(l.Memory),
@@ -60,7 +66,7 @@ func (s *Sandbox) run(ctx context.Context, p *sandbox.Process) (*sandbox.Result,
 	}
 	res := out.Result(s.ID(), Name, sandbox.IsolationNone)
 	res.Usage = out.Usage()
-	res.Enforcement = enforcement
+	res.Enforcement = enforcement()
 	var st status
 	raw, _ := io.ReadAll(io.LimitReader(statusR, 1024))
 	if json.Unmarshal(raw, &st) != nil {
@@ -83,31 +89,54 @@ func (s *Sandbox) run(ctx context.Context, p *sandbox.Process) (*sandbox.Result,
 }
 
 // lookPath finds prog the way a shell would with the sandbox's own PATH.
-func lookPath(prog string, env []string, dir string) (string, error) {
+// When it cannot, code is sandbox.ExitNotFound (no such program) or
+// sandbox.ExitNotExecutable (one that is there but cannot be executed) and
+// why says so.
+func lookPath(prog string, env []string, dir string) (path string, code int, why string) {
 	if strings.Contains(prog, "/") {
-		if !filepath.IsAbs(prog) {
-			prog = filepath.Join(dir, prog)
+		p := prog
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(dir, p)
 		}
-		if isExecutable(prog) {
-			return prog, nil
+		if code, why := executable(p); code != 0 {
+			return "", code, fmt.Sprintf("program %q: %s", prog, why)
 		}
-		return "", sandbox.Errorf(sandbox.ErrInvalid, "program_not_found", "program %q not found or not executable", prog)
+		return p, 0, ""
 	}
-	path := ""
+	search := ""
 	for _, kv := range env {
 		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
-			path = v
+			search = v
 		}
 	}
-	for _, d := range filepath.SplitList(path) {
+	for _, d := range filepath.SplitList(search) {
 		if d == "" || !filepath.IsAbs(d) {
 			continue
 		}
 		if c := filepath.Join(d, prog); isExecutable(c) {
-			return c, nil
+			return c, 0, ""
 		}
 	}
-	return "", sandbox.Errorf(sandbox.ErrInvalid, "program_not_found", "program %q not found in the sandbox's PATH", prog)
+	return "", sandbox.ExitNotFound, fmt.Sprintf("program %q not found in the sandbox's PATH", prog)
+}
+
+// executable says whether p can be executed: 0, or the exit code and why
+// not (as nsinit.LookPath does for the sandboxes with a root of their own).
+func executable(p string) (int, string) {
+	st, err := os.Stat(p)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return sandbox.ExitNotFound, "not found"
+	case err != nil:
+		return sandbox.ExitNotExecutable, "cannot be executed: " + errors.Unwrap(err).Error()
+	case st.IsDir():
+		return sandbox.ExitNotExecutable, "is a directory"
+	case !st.Mode().IsRegular():
+		return sandbox.ExitNotExecutable, "not a regular file"
+	case st.Mode().Perm()&0o111 == 0:
+		return sandbox.ExitNotExecutable, "not executable (no execute permission)"
+	}
+	return 0, ""
 }
 
 // hostPATH is the host's PATH without relative entries and without entries

@@ -3,6 +3,7 @@ package local
 import (
 	"context"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/execbox/execbox/internal/reexec"
@@ -31,19 +32,27 @@ func New(s sandbox.Settings) (sandbox.Backend, error) {
 
 func (b *Backend) Name() string { return Name }
 
-// enforcement says how each limit is enforced here; the same for every run.
-var enforcement = map[string]string{
-	"wall":      "execbox timer (process tree killed through a subreaper)",
-	"output":    "execbox capture",
-	"memory":    "rlimit RLIMIT_DATA",
-	"pids":      "rlimit RLIMIT_NPROC (per host user; not enforced for root)",
-	"file_size": "rlimit RLIMIT_FSIZE",
-	"nofile":    "rlimit RLIMIT_NOFILE",
-	"cpu_time":  "rlimit RLIMIT_CPU",
-	"cpus":      "not enforced (no cgroup in the local backend)",
-	"tmp_size":  "not enforced (host temp dir)",
-	"work_size": "not enforced (host temp dir)",
-	"network":   "not enforced (host network; local has no isolation)",
+// enforcement says how each limit is enforced here; the same for every run
+// of this process.
+func enforcement() map[string]string {
+	m := map[string]string{
+		"wall":      "execbox timer (process tree killed through a subreaper)",
+		"output":    "execbox capture",
+		"memory":    "rlimit RLIMIT_DATA",
+		"pids":      "rlimit RLIMIT_NPROC (per host user: every process of the user counts)",
+		"file_size": "rlimit RLIMIT_FSIZE",
+		"nofile":    "rlimit RLIMIT_NOFILE",
+		"cpu_time":  "rlimit RLIMIT_CPU",
+		"cpus":      "not enforced (no cgroup in the local backend)",
+		"tmp_size":  "not enforced (host temp dir)",
+		"work_size": "not enforced (host temp dir)",
+		"network":   "not enforced (host network; local has no isolation)",
+		"seccomp":   "not enforced (local has no isolation)",
+	}
+	if os.Geteuid() == 0 {
+		m["pids"] = "not enforced (RLIMIT_NPROC does not bind root; run_as_user makes it per that user)"
+	}
+	return m
 }
 
 func (b *Backend) Capabilities() sandbox.Capabilities {
@@ -51,7 +60,7 @@ func (b *Backend) Capabilities() sandbox.Capabilities {
 		Isolation: sandbox.IsolationNone,
 		Sessions:  true,
 		Networks:  []sandbox.Network{sandbox.NetworkHost},
-		Limits:    enforcement,
+		Limits:    enforcement(),
 	}
 }
 

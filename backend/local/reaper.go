@@ -2,6 +2,7 @@ package local
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -13,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/execbox/execbox/internal/reexec"
+	"github.com/execbox/execbox/sandbox"
 )
 
 // reaperConfig is what the reaper and the exec stage need besides the
@@ -130,7 +132,13 @@ func execMain() {
 		}
 	}
 	err := unix.Exec(cfg.Path, os.Args[2:], os.Environ())
-	fail("executing %s: %v", cfg.Path, err)
+	// As a shell does: 127 when there is no such file (or no interpreter
+	// for a script), 126 when execve refused a file that is there.
+	fmt.Fprintf(os.Stderr, "execbox local: executing %s: %v\n", cfg.Path, err)
+	if errors.Is(err, unix.ENOENT) {
+		reexec.Exit(sandbox.ExitNotFound)
+	}
+	reexec.Exit(sandbox.ExitNotExecutable)
 }
 
 func writeStatus(st status) {

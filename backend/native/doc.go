@@ -39,7 +39,12 @@
 //	                    in while it waits for its config, before it can fork).
 //	                    Without cgroups: RLIMIT_AS per process, RLIMIT_NPROC
 //	                    (counted per user namespace, so per sandbox), no CPU quota.
-//	pids                the limit plus 8 for the init's own threads (it has 4-5).
+//	pids                a pids leaf of the sandbox's cgroup holds the program alone
+//	                    with exactly the limit: the init's forking thread is moved
+//	                    into it before the go-ahead (its later threads start from the
+//	                    Go runtime's template thread, outside it), so the program is
+//	                    born there; the init's own threads count above the leaf
+//	                    (the cgroup allows the limit plus 8 for them).
 //	wall                execbox timer; SIGKILL to the init ends the PID namespace.
 //	cpu_time            RLIMIT_CPU (SIGXCPU, then SIGKILL a second later).
 //	nofile, file_size   RLIMIT_NOFILE (hard), RLIMIT_FSIZE; RLIMIT_CORE is 0.
@@ -95,7 +100,9 @@
 //
 // # Concurrency
 //
-// A Backend is safe for concurrent use. A Sandbox is used by one goroutine
-// at a time, except Close, which may be called at any time and ends a
-// running Exec.
+// A Backend is safe for concurrent use. A Sandbox is too, as package
+// sandbox says: one Exec at a time (a second gets ErrBusy "sandbox_busy",
+// from sandbox.Lifecycle), WriteFiles and Artifacts at any time (one after
+// the other, alongside an Exec), and Close at any time, ending a running
+// Exec.
 package native

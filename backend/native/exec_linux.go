@@ -41,13 +41,28 @@ func (s *Sandbox) run(ctx context.Context, p *sandbox.Process) (*sandbox.Result,
 		opts.GIDMap = []syscall.SysProcIDMap{{ContainerID: 0, HostID: 0, Size: 1}, {ContainerID: hostbase.GID, HostID: hostbase.GID, Size: 1}}
 		opts.Setgroups = true
 	}
-	var place func(int) error
-	if s.Cgroup != nil {
-		if fd, ok := s.Cgroup.FD(); ok {
-			opts.CgroupFD = fd // v2: born in the cgroup, no window
+	var place func(pid, tid int) error
+	if cg := s.Cgroup; cg != nil {
+		v2 := false
+		if fd, ok := cg.FD(); ok {
+			opts.CgroupFD, v2 = fd, true // v2: born in the cgroup, no window
 		} else {
-			place = s.Cgroup.Add // v1: moved while it waits for its config
 			cfg.NewCgroupNS = true
+		}
+		place = func(pid, tid int) error {
+			if !v2 {
+				// v1: moved while it waits for its go-ahead.
+				if err := cg.Add(pid); err != nil {
+					return err
+				}
+			}
+			if cg.ProgramLeafDir() == "" {
+				return nil
+			}
+			// The thread that forks the program, into the program's pids
+			// leaf: the program is born there, the init's other threads
+			// stay out of its limit.
+			return cg.AddProgramThread(tid)
 		}
 	}
 	launch, err := nsinit.NewLaunch(cfg, opts)

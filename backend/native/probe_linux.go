@@ -16,8 +16,11 @@ import (
 	"github.com/execbox/execbox/sandbox"
 )
 
-// initThreads is what the pids limit adds for the init: PID 1 is in the
-// cgroup too, and each of its (Go runtime) threads counts as a task.
+// initThreads is what the sandbox's cgroup holds beyond the program's
+// pids leaf for the init: PID 1 is in the cgroup too, and each of its (Go
+// runtime) threads counts as a task. The program's own leaf holds exactly
+// its limit (hostbase.Options.ProgramLeaf). Without cgroups it is what
+// RLIMIT_NPROC adds, as the init and the program share a user namespace.
 const initThreads = 8
 
 // Backend runs sandboxes in fresh Linux namespaces with cgroup limits,
@@ -43,6 +46,7 @@ func build(cfg Config, s sandbox.Settings) sandbox.Backend {
 		Isolation:     sandbox.IsolationProcess,
 		TTL:           0, // probed once: nothing of this host changes under a running execbox
 		CgroupPids:    func(pids int) int { return pids + initThreads },
+		ProgramLeaf:   true,
 		HostNetwork:   "host network (policy network=host)",
 		Probe:         b.probe,
 		Enforcement:   enforcement,
@@ -111,6 +115,9 @@ func isExecutable(p string) bool {
 // enforcement says how each limit is enforced on this host.
 func enforcement(h *host) map[string]string {
 	m := h.Enforcement(initThreads, "the init's threads")
+	if v := h.ProgramLeafPids(initThreads, "the init's threads"); v != "" {
+		m["pids"] = v
+	}
 	m["wall"] = "execbox timer (SIGKILL to the sandbox's PID-namespace init, then the cgroup)"
 	m["tmp_size"] = "tmpfs size (/tmp; /dev/shm points into it)"
 	m["network"] = "empty network namespace (loopback only)"

@@ -28,6 +28,7 @@ type Cgroup struct {
 	m    *Manager
 	name string
 	dirs []string // v1: one per hierarchy, freezer's first; v2: one
+	leaf string   // the program's pids leaf (Limits.ProgramPids); "" when none
 
 	mu     sync.Mutex // serialises Kill and Close
 	fd     int        // v2 O_PATH fd of the leaf, -1 when none
@@ -89,6 +90,29 @@ func (c *Cgroup) Add(pid int) error {
 	}
 	return nil
 }
+
+// AddProgramThread moves thread tid (a host thread id) into the program's
+// pids leaf (Limits.ProgramPids): what that thread forks from then on is
+// born in the leaf. On v1 the thread alone moves (the pids hierarchy's
+// tasks file); on v2 the leaf is a threaded cgroup of the sandbox's
+// (cgroup.threads). The thread's process must already be in the cgroup.
+func (c *Cgroup) AddProgramThread(tid int) error {
+	if c.leaf == "" {
+		return fmt.Errorf("adding thread %d to cgroup %s: the cgroup has no program leaf", tid, c.name)
+	}
+	file := "tasks"
+	if c.m.version == V2 {
+		file = "cgroup.threads"
+	}
+	if err := writeFile(filepath.Join(c.leaf, file), strconv.Itoa(tid)); err != nil {
+		return fmt.Errorf("adding thread %d to the program leaf of cgroup %s: %w", tid, c.name, err)
+	}
+	return nil
+}
+
+// ProgramLeafDir is the program's pids leaf directory, "" when the cgroup
+// has none.
+func (c *Cgroup) ProgramLeafDir() string { return c.leaf }
 
 // Stats reads what the cgroup's processes used so far. Counters the
 // kernel lacks read as zero.
@@ -156,11 +180,17 @@ func (c *Cgroup) Close() error {
 	return err
 }
 
-// remove deletes the leaf directories, retrying while the kernel still
-// counts exiting processes in them.
+// remove deletes the leaf directories (their subdirectories, the
+// program's leaf, first), retrying while the kernel still counts exiting
+// processes in them.
 func (c *Cgroup) remove() error {
 	var errs []error
+	var dirs []string
 	for _, d := range c.dirs {
+		dirs = append(dirs, subdirs(d)...)
+		dirs = append(dirs, d)
+	}
+	for _, d := range dirs {
 		deadline := time.Now().Add(rmdirTimeout)
 		for wait := time.Millisecond; ; wait = min(2*wait, 50*time.Millisecond) {
 			err := unix.Rmdir(d)
@@ -177,12 +207,39 @@ func (c *Cgroup) remove() error {
 	return errors.Join(errs...)
 }
 
-// Procs lists the processes in the cgroup: the union over all leaves. A
-// leaf that is gone counts as empty.
+// subdirs lists the directories below cgroup directory d (a program
+// leaf), deepest first.
+func subdirs(d string) []string {
+	ents, err := os.ReadDir(d)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, e := range ents {
+		if e.IsDir() {
+			sub := filepath.Join(d, e.Name())
+			out = append(append(out, subdirs(sub)...), sub)
+		}
+	}
+	return out
+}
+
+// Procs lists the processes in the cgroup and below it: the union over all
+// leaves and their subdirectories. A leaf that is gone counts as empty.
 func (c *Cgroup) Procs() ([]int, error) {
 	var out []int
+	var dirs []string
 	for _, d := range c.dirs {
+		dirs = append(append(dirs, d), subdirs(d)...)
+	}
+	for _, d := range dirs {
 		data, err := os.ReadFile(filepath.Join(d, "cgroup.procs"))
+		threads := false
+		if errors.Is(err, unix.EOPNOTSUPP) {
+			// A v2 threaded cgroup (the program's leaf) lists threads only.
+			data, err = os.ReadFile(filepath.Join(d, "cgroup.threads"))
+			threads = true
+		}
 		if errors.Is(err, os.ErrNotExist) {
 			continue
 		}
@@ -190,12 +247,26 @@ func (c *Cgroup) Procs() ([]int, error) {
 			return nil, err
 		}
 		for _, f := range strings.Fields(string(data)) {
-			if pid, err := strconv.Atoi(f); err == nil && !slices.Contains(out, pid) {
+			pid, err := strconv.Atoi(f)
+			if err == nil && threads {
+				pid = tgidOf(pid)
+			}
+			if err == nil && pid > 0 && !slices.Contains(out, pid) {
 				out = append(out, pid)
 			}
 		}
 	}
 	return out, nil
+}
+
+// tgidOf is the process of thread tid, 0 when it is gone.
+func tgidOf(tid int) int {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(tid) + "/status")
+	if err != nil {
+		return 0
+	}
+	n, _ := keyedInt(strings.ReplaceAll(string(data), ":\t", " "), "Tgid")
+	return int(n)
 }
 
 // waitEmpty polls until the cgroup has no process or d passes.

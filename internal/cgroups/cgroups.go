@@ -25,9 +25,20 @@ const leafPrefix = "execbox-"
 // Limits bound one cgroup. A zero field means no limit.
 type Limits struct {
 	Memory int64   // bytes, swap included: memory+swap = Memory
-	Pids   int     // processes and threads
+	Pids   int     // processes and threads, of the whole cgroup
 	CPUs   float64 // CPU quota in cores
+	// ProgramPids, when > 0, gives the program a pids leaf of its own below
+	// the cgroup, ProgramLeaf, with this limit: the program's processes and
+	// threads plus the one thread of the backend's init that forks it,
+	// placed there with AddProgramThread (the program is born in the leaf
+	// and cannot leave it). The init's other threads and the backend's
+	// helpers stay above the leaf, held by Pids, which must then be at
+	// least ProgramPids.
+	ProgramPids int
 }
+
+// ProgramLeaf is the name of the program's pids leaf below a cgroup.
+const ProgramLeaf = "program"
 
 // Validate rejects negative or non-finite limits.
 func (l Limits) Validate() error {
@@ -38,6 +49,10 @@ func (l Limits) Validate() error {
 		return sandbox.Errorf(sandbox.ErrInvalid, "limit_invalid", "cgroup pids limit must not be negative")
 	case l.CPUs < 0 || math.IsNaN(l.CPUs) || math.IsInf(l.CPUs, 0):
 		return sandbox.Errorf(sandbox.ErrInvalid, "limit_invalid", "cgroup cpu limit must be a non-negative number")
+	case l.ProgramPids < 0:
+		return sandbox.Errorf(sandbox.ErrInvalid, "limit_invalid", "cgroup program pids limit must not be negative")
+	case l.ProgramPids > 0 && l.Pids > 0 && l.Pids < l.ProgramPids:
+		return sandbox.Errorf(sandbox.ErrInvalid, "limit_invalid", "cgroup pids limit %d is below the program's %d", l.Pids, l.ProgramPids)
 	}
 	return nil
 }

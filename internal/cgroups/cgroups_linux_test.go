@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -719,7 +720,60 @@ func TestV2CoreOnRealMount(t *testing.T) {
 		t.Errorf("%d left after cgroup.kill", n)
 	}
 
+	// The program's threaded leaf: a shell's thread moved there forks
+	// there; Procs and cgroup.kill cover it, Close removes it. (This
+	// hierarchy has no pids controller, so the leaf has no limit here.)
+	c3 := newCgroup(t, m, Limits{})
+	if err := c3.makeLeafV2(0); err != nil {
+		t.Fatal(err)
+	}
+	sh := exec.Command("/bin/sh", "-c", `read -r _; sleep 30 & echo started; wait`)
+	sh.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: func() int { fd, _ := c3.FD(); return fd }()}
+	in, _ := sh.StdinPipe()
+	var buf strings.Builder
+	sh.Stdout = &syncWriter{w: &buf}
+	if err := sh.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sh.Process.Kill(); sh.Wait() })
+	if err := c3.AddProgramThread(sh.Process.Pid); err != nil {
+		t.Fatal(err)
+	}
+	io.WriteString(in, "go\n")
+	eventually(t, 10*time.Second, "the child", func() bool {
+		pids, _ := c3.Procs()
+		return len(pids) == 2
+	})
+	pids, _ := c3.Procs()
+	for _, p := range pids {
+		data, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", p))
+		if !strings.HasSuffix(strings.TrimSpace(string(data)), "/"+ProgramLeaf) {
+			t.Errorf("process %d is in %q, want the program leaf", p, data)
+		}
+	}
+	if err := c3.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c3.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(c3.ProgramLeafDir()); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("leaf still there: %v", err)
+	}
+
 	testReconcile(t, m)
+}
+
+// syncWriter serialises writes to w.
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
 }
 
 // v2Parents are v2 parents tests used outside Open, for TestMain's check;
@@ -780,5 +834,76 @@ func TestParseProc(t *testing.T) {
 	}
 	if _, ok := self[""]; !ok {
 		t.Logf("no v2 entry in /proc/self/cgroup: %v", self)
+	}
+}
+
+// The program's pids leaf (v1 here; v2 in TestV2ProgramLeafOnRealMount):
+// a shell whose one thread is moved into the leaf forks there, and the
+// leaf's limit, not the cgroup's, stops it; the hit is counted, Procs and
+// Kill cover the leaf, Close removes it.
+func TestProgramLeaf(t *testing.T) {
+	m := requireCgroups(t)
+	if m.Version() != V1 {
+		t.Skipf("cgroup %s: TestV2ProgramLeafOnRealMount covers v2's threaded leaf", m.Version())
+	}
+	c := newCgroup(t, m, Limits{Pids: 20, ProgramPids: 4})
+	leaf := c.ProgramLeafDir()
+	if b, err := os.ReadFile(filepath.Join(leaf, "pids.max")); err != nil || strings.TrimSpace(string(b)) != "4" {
+		t.Fatalf("leaf pids.max = %q, %v", b, err)
+	}
+	// The shell waits on stdin until its thread is in the leaf.
+	cmd := exec.Command("/bin/sh", "-c", `read -r _; for i in 1 2 3 4 5 6; do sleep 30 & done 2>/dev/null; echo looped; wait`)
+	stdin, _ := cmd.StdinPipe()
+	outf, err := os.Create(filepath.Join(t.TempDir(), "out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = outf, outf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill() })
+	if err := c.Add(cmd.Process.Pid); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.AddProgramThread(cmd.Process.Pid); err != nil {
+		t.Fatal(err)
+	}
+	io.WriteString(stdin, "go\n")
+	// dash gives up at the first fork that fails: the shell and 3 sleeps
+	// fill the leaf's 4, and the shell exits, leaving the 3 sleeps.
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the shell did not end")
+	}
+	cur, _ := os.ReadFile(filepath.Join(leaf, "pids.current"))
+	if n, _ := strconv.Atoi(strings.TrimSpace(string(cur))); n != 3 {
+		b, _ := os.ReadFile(outf.Name())
+		t.Errorf("leaf pids.current = %q after the shell ended, want 3 sleeps (output %q)", cur, b)
+	}
+	s := stats(t, c)
+	if s.PidsLimitHits == 0 || s.Current != 3 {
+		t.Errorf("stats %+v, want limit hits and 3 processes", s)
+	}
+	if err := c.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if n := stats(t, c).Current; n != 0 {
+		t.Errorf("%d left after Kill", n)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(leaf); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("leaf %s still there: %v", leaf, err)
+	}
+	if err := (&Cgroup{m: m, name: "x"}).AddProgramThread(1); err == nil {
+		t.Error("AddProgramThread without a leaf succeeded")
+	}
+	if _, err := m.Create("badleaf", Limits{Pids: 3, ProgramPids: 4}); err == nil {
+		t.Error("Create with Pids below ProgramPids succeeded")
 	}
 }

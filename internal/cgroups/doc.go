@@ -32,6 +32,19 @@
 //	cpu     v2 cpu.max                          v1 cpu.cfs_quota_us / cpu.cfs_period_us
 //	kill    v2 cgroup.kill                      v1 freezer FROZEN → SIGKILL all → THAWED, until empty
 //
+// The program's own pids leaf (Limits.ProgramPids): a backend whose init
+// runs in the sandbox's cgroup with the program (native, bwrap) gives the
+// program a child cgroup "program" whose pids.max is the program's limit
+// (plus the one init thread that forks it), so the init's own threads never
+// give the program room beyond its limit. Only the init's forking thread is
+// moved there (AddProgramThread); what it forks is born in the leaf. On v1
+// the leaf exists in the pids hierarchy only and the thread moves through
+// its tasks file; on v2 it is a threaded child (cgroup.type "threaded",
+// only pids enabled in the sandbox cgroup's subtree_control, so the
+// sandbox cgroup may still hold the init's process) and the thread moves
+// through cgroup.threads. Procs, Kill, Stats (the pids limit hits of both)
+// and Close cover the leaf.
+//
 // Memory includes swap (memory+swap = Limits.Memory). Without swap
 // accounting (no memsw / swap.max files) swap is not limited and
 // Mechanisms says so. A zero limit field means "no limit".

@@ -42,6 +42,17 @@ func (c *Cgroup) createV1(l Limits) error {
 			return err
 		}
 	}
+	if l.ProgramPids > 0 {
+		// v1 hierarchies are independent: the leaf is in the pids one only;
+		// a thread may sit in a cgroup of its own there.
+		c.leaf = filepath.Join(c.dir("pids"), ProgramLeaf)
+		if err := os.Mkdir(c.leaf, 0o755); err != nil {
+			return fmt.Errorf("creating the program leaf: %w", err)
+		}
+		if err := writeFile(filepath.Join(c.leaf, "pids.max"), strconv.Itoa(l.ProgramPids)); err != nil {
+			return err
+		}
+	}
 	if l.CPUs > 0 {
 		cpu := c.dir("cpu")
 		if err := writeFile(filepath.Join(cpu, "cpu.cfs_period_us"), strconv.Itoa(cfsPeriod)); err != nil {
@@ -69,12 +80,25 @@ func (c *Cgroup) statsV1(st *Stats) error {
 		return err
 	}
 	st.OOMKills = int(ooms)
-	hits, err := readKeyed(filepath.Join(c.dir("pids"), "pids.events"), "max")
-	if err != nil {
-		return err
+	st.PidsLimitHits, err = c.pidsHits(c.dir("pids"))
+	return err
+}
+
+// pidsHits sums "max" of pids.events in d and the program leaf: a fork the
+// leaf's limit refused counts there (v1 counts locally).
+func (c *Cgroup) pidsHits(d string) (int, error) {
+	total := 0
+	for _, dir := range []string{d, c.leaf} {
+		if dir == "" {
+			continue
+		}
+		n, err := readKeyed(filepath.Join(dir, "pids.events"), "max")
+		if err != nil {
+			return 0, err
+		}
+		total += int(n)
 	}
-	st.PidsLimitHits = int(hits)
-	return nil
+	return total, nil
 }
 
 // killV1 freezes the cgroup so nothing can fork, SIGKILLs every process,

@@ -61,11 +61,48 @@ func (c *Cgroup) createV2(l Limits) error {
 			return err
 		}
 	}
+	if l.ProgramPids > 0 {
+		if err := need("pids"); err != nil {
+			return err
+		}
+		if err := c.makeLeafV2(l.ProgramPids); err != nil {
+			return err
+		}
+	}
 	fd, err := unix.Open(d, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return fmt.Errorf("opening %s: %w", d, err)
 	}
 	c.fd = fd
+	return nil
+}
+
+// makeLeafV2 makes the program's leaf: a threaded child, so its members
+// are threads and the init's forking thread can sit in it while the rest
+// of the init stays in the sandbox's cgroup. Enabling only pids (a
+// threaded controller) for children keeps the sandbox's cgroup able to
+// hold processes itself, so CLONE_INTO_CGROUP still places the init
+// there. pids 0 makes the leaf without a pids limit (tests on a hierarchy
+// without the controller).
+func (c *Cgroup) makeLeafV2(pids int) error {
+	d := c.dirs[0]
+	if pids > 0 {
+		if err := writeFile(filepath.Join(d, "cgroup.subtree_control"), "+pids"); err != nil {
+			return err
+		}
+	}
+	c.leaf = filepath.Join(d, ProgramLeaf)
+	if err := os.Mkdir(c.leaf, 0o755); err != nil {
+		return fmt.Errorf("creating the program leaf: %w", err)
+	}
+	if err := writeFile(filepath.Join(c.leaf, "cgroup.type"), "threaded"); err != nil {
+		return err
+	}
+	if pids > 0 {
+		if err := writeFile(filepath.Join(c.leaf, "pids.max"), strconv.Itoa(pids)); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -84,12 +121,8 @@ func (c *Cgroup) statsV2(st *Stats) error {
 		return err
 	}
 	st.OOMKills = int(ooms)
-	hits, err := readKeyed(filepath.Join(d, "pids.events"), "max")
-	if err != nil {
-		return err
-	}
-	st.PidsLimitHits = int(hits)
-	return nil
+	st.PidsLimitHits, err = c.pidsHits(d)
+	return err
 }
 
 // killV2 uses cgroup.kill, which the kernel applies to the whole subtree

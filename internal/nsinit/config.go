@@ -13,7 +13,7 @@ const EntryName = "nsinit"
 // protocol is the version of the control protocol; the init announces it
 // in its first byte, so a stale execbox-init next to a newer execbox is
 // refused with a clear error instead of misreading the config.
-const protocol = 3
+const protocol = 4
 
 // goByte is the parent's go-ahead: the init sits in its cgroup.
 const goByte = 'G'
@@ -127,7 +127,8 @@ type Landlock struct {
 // not run.
 type Status struct {
 	// Error is set when the sandbox could not be set up or the program not
-	// started; Code classifies it ("program_not_found", "setup_failed").
+	// started; Code classifies it (CodeNotFound, CodeNotExecutable,
+	// CodeDirNotFound, CodeSetup, CodeStartFailed).
 	Error string `json:"error,omitempty"`
 	Code  string `json:"code,omitempty"`
 	// ExitCode is the program's exit status; -1 when a signal ended it.
@@ -140,10 +141,11 @@ type Status struct {
 
 // Status codes.
 const (
-	CodeSetup       = "setup_failed"
-	CodeNotFound    = "program_not_found"
-	CodeDirNotFound = "dir_not_found"
-	CodeStartFailed = "start_failed"
+	CodeSetup         = "setup_failed"
+	CodeNotFound      = "program_not_found"      // no such program: exit 127
+	CodeNotExecutable = "program_not_executable" // found, cannot be executed: exit 126
+	CodeDirNotFound   = "dir_not_found"
+	CodeStartFailed   = "start_failed"
 )
 
 // Validate checks the invariants the init relies on.

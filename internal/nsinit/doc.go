@@ -12,10 +12,16 @@
 // readable in /proc by the program); it goes over that socket:
 //
 //  1. parent → init: the Config, a 4-byte length and JSON, sent at once.
-//  2. init → parent: one byte, the protocol version. The parent has
-//     SO_PASSCRED set, so the kernel attaches the init's PID as the parent
-//     sees it; the parent places the init in its cgroup (cgroup v1, or
-//     whenever CLONE_INTO_CGROUP is not used) while the init sets up.
+//  2. init → parent: the protocol version (one byte) and the id of the
+//     thread that will fork the program, in the init's PID namespace (four
+//     bytes, big-endian). The parent has SO_PASSCRED set, so the kernel
+//     attaches the init's PID as the parent sees it; the parent places the
+//     init in its cgroup (cgroup v1, or whenever CLONE_INTO_CGROUP is not
+//     used) and that one thread in the program's own pids leaf
+//     (cgroups.Cgroup.AddProgramThread; HostTID maps its id) while the init
+//     sets up. The thread is locked to the init's main goroutine; the Go
+//     runtime starts its later threads from its template thread, so only
+//     the program (and this one thread) ever count in the leaf.
 //  3. parent → init: the go-ahead byte 'G'. The init waits for it after
 //     its mounts, before anything can fork and before it reports even a
 //     failed setup (so the parent never places a process that is gone),

@@ -1,6 +1,7 @@
 package nsinit
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -32,10 +33,13 @@ func Main() {
 	// Whatever was inherited stays out of the program.
 	_ = unix.CloseRange(ctlFD, ^uint(0), unix.CLOSE_RANGE_CLOEXEC)
 	ctl := os.NewFile(ctlFD, "nsinit-control")
-	// The parent learns our host PID from this byte's credentials and
-	// places us in the cgroup while we set up; we wait for its go-ahead
-	// before the program starts.
-	if _, err := ctl.Write([]byte{protocol}); err != nil {
+	// The parent learns our host PID from this message's credentials and
+	// places us in the cgroup while we set up, this thread (which forks
+	// the program; its id follows the version byte) in the program's own
+	// leaf; we wait for its go-ahead before the program starts. The
+	// runtime's threads started from now on come from its template thread,
+	// not from this locked one, so they stay out of the program's leaf.
+	if _, err := ctl.Write(binary.BigEndian.AppendUint32([]byte{protocol}, uint32(unix.Gettid()))); err != nil {
 		exit(125)
 	}
 	var cfg Config
@@ -99,7 +103,7 @@ func run(c *Config, ctl *os.File) *Status {
 	}
 	prog, err := LookPath(c.Args[0], c.Env, c.Dir)
 	if err != nil {
-		return fail(CodeNotFound, err)
+		return fail(ProgramErrorCode(err), err)
 	}
 	awaitGo()
 	if c.NewCgroupNS {
@@ -135,7 +139,7 @@ func run(c *Config, ctl *os.File) *Status {
 		Sys:   &syscall.SysProcAttr{Credential: cred},
 	})
 	if err != nil {
-		return fail(CodeStartFailed, fmt.Errorf("starting %s: %w", c.Args[0], err))
+		return fail(ExecErrorCode(err), fmt.Errorf("starting %s: %w", c.Args[0], err))
 	}
 	ws := Reap(pid)
 	switch {
@@ -167,7 +171,10 @@ func Reap(pid int) unix.WaitStatus {
 }
 
 // LookPath finds prog as a shell would, with the program's own PATH, in
-// the (new) root it is called in.
+// the (new) root it is called in. Its error is a *ProgramError: CodeNotFound
+// when there is no such program, CodeNotExecutable when there is one that
+// cannot be executed (a directory or other non-regular file, or one
+// without an execute bit).
 func LookPath(prog string, env []string, dir string) (string, error) {
 	if strings.Contains(prog, "/") {
 		p := prog
@@ -175,7 +182,8 @@ func LookPath(prog string, env []string, dir string) (string, error) {
 			p = filepath.Join(dir, p)
 		}
 		if err := checkExecutable(p); err != nil {
-			return "", fmt.Errorf("program %q: %w", prog, err)
+			err.Msg = fmt.Sprintf("program %q: %s", prog, err.Msg)
+			return "", err
 		}
 		return prog, nil
 	}
@@ -193,18 +201,60 @@ func LookPath(prog string, env []string, dir string) (string, error) {
 			return p, nil
 		}
 	}
-	return "", fmt.Errorf("program %q not found in the sandbox's PATH", prog)
+	return "", &ProgramError{Code: CodeNotFound, Msg: fmt.Sprintf("program %q not found in the sandbox's PATH", prog)}
 }
 
-func checkExecutable(p string) error {
+// ProgramError says why a program cannot be started: Code is CodeNotFound
+// (exit 127, like a shell) or CodeNotExecutable (exit 126).
+type ProgramError struct {
+	Code string
+	Msg  string
+}
+
+func (e *ProgramError) Error() string { return e.Msg }
+
+// ProgramErrorCode is err's Code when it is a *ProgramError, else
+// CodeStartFailed.
+func ProgramErrorCode(err error) string {
+	var pe *ProgramError
+	if errors.As(err, &pe) {
+		return pe.Code
+	}
+	return CodeStartFailed
+}
+
+// ExecErrorCode classifies a failed fork and exec of the program as a
+// shell does: ENOENT (no such file, or a script's interpreter missing) is
+// CodeNotFound; the errors by which execve refuses a file that is there
+// (EACCES, ENOEXEC, EISDIR, ENOTDIR, ETXTBSY, ELOOP, ENAMETOOLONG) are
+// CodeNotExecutable; anything else is CodeStartFailed.
+func ExecErrorCode(err error) string {
+	var errno syscall.Errno
+	if !errors.As(err, &errno) {
+		return CodeStartFailed
+	}
+	switch errno {
+	case unix.ENOENT:
+		return CodeNotFound
+	case unix.EACCES, unix.ENOEXEC, unix.EISDIR, unix.ENOTDIR, unix.ETXTBSY, unix.ELOOP, unix.ENAMETOOLONG:
+		return CodeNotExecutable
+	}
+	return CodeStartFailed
+}
+
+func checkExecutable(p string) *ProgramError {
 	st, err := os.Stat(p)
 	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return &ProgramError{Code: CodeNotFound, Msg: "not found in the sandbox"}
 	case err != nil:
-		return errors.New("not found in the sandbox")
+		return &ProgramError{Code: CodeNotExecutable, Msg: "cannot be executed: " + errors.Unwrap(err).Error()}
+	case st.IsDir():
+		return &ProgramError{Code: CodeNotExecutable, Msg: "is a directory"}
 	case !st.Mode().IsRegular():
-		return errors.New("not a regular file")
+		return &ProgramError{Code: CodeNotExecutable, Msg: "not a regular file"}
 	case st.Mode().Perm()&0o111 == 0:
-		return errors.New("not executable")
+		return &ProgramError{Code: CodeNotExecutable, Msg: "not executable (no execute permission)"}
 	}
 	return nil
 }

@@ -1,11 +1,14 @@
 package nsinit
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
+	"strconv"
+	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -103,25 +106,30 @@ func NewLaunch(cfg *Config, o Options) (*Launch, error) {
 }
 
 // Serve sends the config, waits for the init to be ready, calls place
-// with its host PID (to put it in a cgroup while it sets up), gives it the
-// go-ahead and returns its status. It returns an error when the init ended
-// without a status (killed, or failed before it could report) or when
-// place failed, in which case the init gets no go-ahead and exits without
-// running anything. Run it in its own goroutine, started before the
-// supervisor; it returns once the init has reported or Release was called
-// after the init ended.
-func (l *Launch) Serve(place func(pid int) error) (*Status, error) {
+// with its host PID and the host id of the thread that will fork the
+// program (to put the init in a cgroup while it sets up, and that thread in
+// the program's own leaf), gives it the go-ahead and returns its status. It
+// returns an error when the init ended without a status (killed, or failed
+// before it could report) or when place failed, in which case the init
+// gets no go-ahead and exits without running anything. Run it in its own
+// goroutine, started before the supervisor; it returns once the init has
+// reported or Release was called after the init ended.
+func (l *Launch) Serve(place func(pid, tid int) error) (*Status, error) {
 	defer l.parent.Close()
 	// The config goes out at once: the init reads it while we place it.
 	if _, err := l.parent.Write(l.cfg); err != nil {
 		return nil, fmt.Errorf("sending init config: %w", err)
 	}
-	pid, err := l.ready()
+	pid, nsTID, err := l.ready()
 	if err != nil {
 		return nil, err
 	}
 	if place != nil {
-		if err := place(pid); err != nil {
+		tid, err := HostTID(pid, nsTID)
+		if err != nil {
+			return nil, err
+		}
+		if err := place(pid, tid); err != nil {
 			return nil, err
 		}
 	}
@@ -138,13 +146,15 @@ func (l *Launch) Serve(place func(pid int) error) (*Status, error) {
 	return &st, nil
 }
 
-// ready reads the init's first byte and the PID the kernel attached.
-func (l *Launch) ready() (int, error) {
+// ready reads the init's first message — the protocol version and the id
+// of its forking thread in its own PID namespace — and the PID the kernel
+// attached.
+func (l *Launch) ready() (pid, nsTID int, err error) {
 	raw, err := l.parent.SyscallConn()
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	buf := make([]byte, 1)
+	buf := make([]byte, 5)
 	oob := make([]byte, unix.CmsgSpace(unix.SizeofUcred))
 	var n, oobn int
 	var rerr error
@@ -159,24 +169,57 @@ func (l *Launch) ready() (int, error) {
 		n, err = 0, nil // it died with our config unread
 	}
 	if err != nil {
-		return 0, fmt.Errorf("waiting for the sandbox init: %w", err)
+		return 0, 0, fmt.Errorf("waiting for the sandbox init: %w", err)
 	}
 	if n == 0 {
-		return 0, errors.New("the sandbox init ended before it was ready")
+		return 0, 0, errors.New("the sandbox init ended before it was ready")
 	}
 	if buf[0] != protocol {
-		return 0, fmt.Errorf("the sandbox init %s speaks protocol %d, this execbox %d: install execbox and execbox-init from the same build",
+		return 0, 0, fmt.Errorf("the sandbox init %s speaks protocol %d, this execbox %d: install execbox and execbox-init from the same build",
 			l.Cmd.Path, buf[0], protocol)
 	}
 	msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
 	if err != nil || len(msgs) == 0 {
-		return 0, errors.New("the sandbox init sent no credentials")
+		return 0, 0, errors.New("the sandbox init sent no credentials")
 	}
 	cred, err := unix.ParseUnixCredentials(&msgs[0])
 	if err != nil || cred.Pid <= 0 {
-		return 0, errors.New("the sandbox init sent no credentials")
+		return 0, 0, errors.New("the sandbox init sent no credentials")
 	}
-	return int(cred.Pid), nil
+	if n < len(buf) {
+		if _, err := io.ReadFull(l.parent, buf[n:]); err != nil {
+			return 0, 0, errors.New("the sandbox init ended before it was ready")
+		}
+	}
+	return int(cred.Pid), int(binary.BigEndian.Uint32(buf[1:])), nil
+}
+
+// HostTID maps thread nsTID of process pid, as the process's own (deepest)
+// PID namespace numbers it, to the id this process sees: the task of pid
+// whose NSpid ends in nsTID.
+func HostTID(pid, nsTID int) (int, error) {
+	dir := "/proc/" + strconv.Itoa(pid) + "/task"
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return 0, fmt.Errorf("listing the threads of the sandbox init: %w", err)
+	}
+	for _, e := range ents {
+		data, err := os.ReadFile(dir + "/" + e.Name() + "/status")
+		if err != nil {
+			continue
+		}
+		for line := range strings.Lines(string(data)) {
+			ids, ok := strings.CutPrefix(line, "NSpid:")
+			if !ok {
+				continue
+			}
+			f := strings.Fields(ids)
+			if len(f) > 0 && f[len(f)-1] == strconv.Itoa(nsTID) {
+				return strconv.Atoi(f[0])
+			}
+		}
+	}
+	return 0, fmt.Errorf("the sandbox init %d has no thread %d", pid, nsTID)
 }
 
 // Release closes this process's copy of the init's end of the control

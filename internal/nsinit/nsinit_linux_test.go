@@ -85,7 +85,7 @@ func fakeInit(t *testing.T, body string) string {
 		t.Skip("python3 is not installed")
 	}
 	p := filepath.Join(t.TempDir(), "fake-init")
-	script := "#!/usr/bin/python3\nimport os, struct, sys\nctl = 3\n" +
+	script := "#!/usr/bin/python3\nimport os, struct, sys, threading\nctl = 3\n" +
 		"def recv(n):\n    b = b''\n    while len(b) < n:\n        c = os.read(ctl, n - len(b))\n        if not c: return b\n        b += c\n    return b\n" +
 		"def config():\n    n = struct.unpack('>I', recv(4))[0]\n    return recv(n)\n" + body + "\n"
 	if err := os.WriteFile(p, []byte(script), 0o755); err != nil {
@@ -95,7 +95,7 @@ func fakeInit(t *testing.T, body string) string {
 }
 
 // serve runs a Launch of the fake init the way a backend does.
-func serve(t *testing.T, init string, place func(int) error) (*Status, error) {
+func serve(t *testing.T, init string, place func(pid, tid int) error) (*Status, error) {
 	t.Helper()
 	l, err := NewLaunch(validConfig(), Options{InitPath: init, CgroupFD: -1})
 	if err != nil {
@@ -123,7 +123,7 @@ func serve(t *testing.T, init string, place func(int) error) (*Status, error) {
 
 func TestServeProtocol(t *testing.T) {
 	t.Run("stale init refused", func(t *testing.T) {
-		_, err := serve(t, fakeInit(t, `os.write(ctl, b"\x09")`), nil)
+		_, err := serve(t, fakeInit(t, `os.write(ctl, b"\x09\0\0\0\1")`), nil)
 		if err == nil || !strings.Contains(err.Error(), "protocol 9") {
 			t.Fatalf("Serve: %v, want a protocol mismatch", err)
 		}
@@ -136,10 +136,10 @@ func TestServeProtocol(t *testing.T) {
 	})
 	t.Run("placement failure withholds the go-ahead", func(t *testing.T) {
 		out := filepath.Join(t.TempDir(), "got")
-		init := fakeInit(t, fmt.Sprintf(`os.write(ctl, bytes([%d]))
+		init := fakeInit(t, fmt.Sprintf(`os.write(ctl, bytes([%d]) + struct.pack(">I", threading.get_native_id()))
 cfg = config()
 open(%q, "wb").write(recv(1))`, protocol, out))
-		_, err := serve(t, init, func(int) error { return errors.New("no cgroup for you") })
+		_, err := serve(t, init, func(int, int) error { return errors.New("no cgroup for you") })
 		if err == nil || err.Error() != "no cgroup for you" {
 			t.Fatalf("Serve: %v", err)
 		}
@@ -148,23 +148,23 @@ open(%q, "wb").write(recv(1))`, protocol, out))
 		}
 	})
 	t.Run("pid, go-ahead and status", func(t *testing.T) {
-		init := fakeInit(t, fmt.Sprintf(`os.write(ctl, bytes([%d]))
+		init := fakeInit(t, fmt.Sprintf(`os.write(ctl, bytes([%d]) + struct.pack(">I", threading.get_native_id()))
 cfg = config()
 assert b'"args":["/bin/true"]' in cfg, cfg
 assert recv(1) == b"G"
 st = b'{"exit_code":7,"landlock":"x"}'
 os.write(ctl, struct.pack(">I", len(st)) + st)`, protocol))
-		var pid int
-		st, err := serve(t, init, func(p int) error { pid = p; return nil })
+		var pid, tid int
+		st, err := serve(t, init, func(p, t int) error { pid, tid = p, t; return nil })
 		if err != nil || st.ExitCode != 7 || st.Landlock != "x" {
 			t.Fatalf("Serve: %+v %v", st, err)
 		}
-		if pid <= 1 {
-			t.Fatalf("placement got pid %d", pid)
+		if pid <= 1 || tid != pid {
+			t.Fatalf("placement got pid %d, thread %d; want the main thread of a pid > 1", pid, tid)
 		}
 	})
 	t.Run("init dies after go-ahead", func(t *testing.T) {
-		init := fakeInit(t, fmt.Sprintf(`os.write(ctl, bytes([%d]))
+		init := fakeInit(t, fmt.Sprintf(`os.write(ctl, bytes([%d]) + struct.pack(">I", threading.get_native_id()))
 config(); recv(1); os.kill(os.getpid(), 9)`, protocol))
 		_, err := serve(t, init, nil)
 		if err == nil || !strings.Contains(err.Error(), "without a status") {
@@ -208,7 +208,7 @@ func TestSlowPlacementKeepsStatus(t *testing.T) {
 	var st *Status
 	go func() {
 		var err error
-		st, err = l.Serve(func(pid int) error {
+		st, err = l.Serve(func(pid, _ int) error {
 			time.Sleep(200 * time.Millisecond) // the init has long failed its lookup
 			return syscall.Kill(pid, 0)        // and must still be there
 		})
@@ -223,5 +223,36 @@ func TestSlowPlacementKeepsStatus(t *testing.T) {
 	}
 	if st.Code != CodeNotFound {
 		t.Fatalf("status %+v, want %s", st, CodeNotFound)
+	}
+}
+
+// LookPath and ExecErrorCode sort a program that cannot start into not
+// found (exit 127) and not executable (exit 126), as a shell does.
+func TestProgramErrorCodes(t *testing.T) {
+	env := []string{"PATH=/usr/bin:/bin"}
+	if p, err := LookPath("sh", env, "/"); err != nil || !strings.HasSuffix(p, "/sh") {
+		t.Fatalf("LookPath(sh) = %q, %v", p, err)
+	}
+	for prog, want := range map[string]string{
+		"execbox-no-such-program":  CodeNotFound,
+		"/usr/bin/execbox-no-such": CodeNotFound,
+		"/etc/passwd":              CodeNotExecutable,
+		"/etc":                     CodeNotExecutable,
+		"/dev/null":                CodeNotExecutable,
+		"/etc/passwd/x":            CodeNotExecutable, // ENOTDIR, as a shell says "Not a directory" (126)
+	} {
+		_, err := LookPath(prog, env, "/")
+		if got := ProgramErrorCode(err); err == nil || got != want {
+			t.Errorf("LookPath(%q) = %v (code %q), want %s", prog, err, got, want)
+		}
+	}
+	for err, want := range map[error]string{
+		syscall.ENOENT: CodeNotFound, syscall.EACCES: CodeNotExecutable, syscall.ENOEXEC: CodeNotExecutable,
+		syscall.EISDIR: CodeNotExecutable, syscall.ENOMEM: CodeStartFailed, errors.New("other"): CodeStartFailed,
+		fmt.Errorf("wrapped: %w", syscall.ENOENT): CodeNotFound,
+	} {
+		if got := ExecErrorCode(err); got != want {
+			t.Errorf("ExecErrorCode(%v) = %s, want %s", err, got, want)
+		}
 	}
 }

@@ -25,11 +25,14 @@ type HostKernelOpts struct {
 // on the host kernel, in namespaces of its own, under execbox's cgroups
 // and on a read-only view of the host (native, bwrap). The subtests:
 //
-//	limits/{pids,memory,both_sides/<case>,cpu_quota,work_size_write_files,
+//	limits/{pids,memory,both_sides/<case>,work_size_write_files,
 //	        session_state,not_found,tmp_exec,concurrent_runs}
 //	isolation/{host_network_invisible,privileges_dropped/{capability_sets_zero,denied_syscalls},
 //	           only_std_fds,uts_and_pid,minimal_dev,artifact_symlinks}
 //	mounts/{extra,validation/<case>,interpreters}
+//
+// (The CPU quota and the pids bound counted from the host are the
+// conformance suite's, for every backend: sandboxtest limits/*.)
 //
 // The backend must be available; gate the test before calling it.
 func HostKernel(t *testing.T, b sandbox.Backend, o HostKernelOpts) {
@@ -46,7 +49,6 @@ func HostKernel(t *testing.T, b sandbox.Backend, o HostKernelOpts) {
 		t.Run("pids", cgroup(pidsLimit))
 		t.Run("memory", cgroup(memoryLimit))
 		t.Run("both_sides", plain(limitsBothSides))
-		t.Run("cpu_quota", cgroup(cpuQuota))
 		t.Run("work_size_write_files", plain(workSizeWriteFiles))
 		t.Run("session_state", plain(sessionState))
 		t.Run("not_found", plain(notFound))

@@ -16,11 +16,11 @@ import (
 // program on the host kernel under execbox's cgroups (native, bwrap); each
 // is a whole test body.
 
-// pidsLimit: a fork bomb stops at the pids limit, fast, and the result
-// says so; 20 processes at once are fine.
+// pidsLimit: a fork bomb that dies of the pids limit is reported with
+// reason pids_limit (it stops there: the wall limit would say timeout);
+// 20 processes at once are fine.
 func pidsLimit(t *testing.T, b sandbox.Backend) {
 	spec := sandbox.Spec{Limits: sandbox.Limits{Pids: 32, Wall: 20 * time.Second}}
-	start := time.Now()
 	res := Py(t, b, spec, `
 import os, time
 while True:
@@ -28,9 +28,6 @@ while True:
 `)
 	if res.Reason != sandbox.ReasonPidsLimit {
 		t.Fatalf("fork bomb: reason %s (exit %d, %s), want pids_limit; stderr %q", res.Reason, res.ExitCode, res.Message, Tail(res.Stderr))
-	}
-	if d := time.Since(start); d > 10*time.Second {
-		t.Errorf("the fork bomb ran for %v", d)
 	}
 	if !strings.Contains(res.Enforcement["pids"], "pids") {
 		t.Errorf("enforcement for pids = %q", res.Enforcement["pids"])
@@ -114,25 +111,6 @@ func limitsBothSides(t *testing.T, b sandbox.Backend) {
 	}
 }
 
-// cpuQuota: the CPU quota holds a busy program to its share of a core; a
-// larger quota lets it use more. Usage.CPU comes from the cgroup.
-func cpuQuota(t *testing.T, b sandbox.Backend) {
-	burn := "import time\nt = time.time()\nwhile time.time() - t < 1: pass"
-	used := func(cpus float64) time.Duration {
-		res := Run(t, b, sandbox.Spec{Limits: sandbox.Limits{CPUs: cpus}}, "/usr/bin/python3", "-I", "-S", "-c", burn)
-		WantOK(t, res)
-		return res.Usage.CPU
-	}
-	low, high := used(0.1), used(1)
-	t.Logf("1 s of busy loop: %v CPU at 0.1 cores, %v at 1 core", low, high)
-	if low > 250*time.Millisecond {
-		t.Errorf("at 0.1 cores the program used %v of CPU in 1 s", low)
-	}
-	if high < 2*low || high < 200*time.Millisecond {
-		t.Errorf("at 1 core the program used only %v (0.1 cores: %v)", high, low)
-	}
-}
-
 // workSizeWriteFiles: WriteFiles into a full work dir is a typed limit
 // error.
 func workSizeWriteFiles(t *testing.T, b sandbox.Backend) {
@@ -158,26 +136,35 @@ func sessionState(t *testing.T, b sandbox.Backend) {
 	}
 }
 
-// notFound: a program or working directory missing in the sandbox is
-// ErrInvalid naming it; one that exists runs.
+// notFound: a program that is not there exits 127, one that cannot be
+// executed 126, as a shell says (sandbox.ExitNotFound, ExitNotExecutable),
+// with the cause in Message; a working directory missing in the sandbox is
+// ErrInvalid naming it; a program that exists runs.
 func notFound(t *testing.T, b sandbox.Backend) {
 	sb := Create(t, b, sandbox.Spec{})
 	if err := sb.WriteFiles(t.Context(), map[string][]byte{"sub/f": []byte("x")}); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []struct {
-		p    sandbox.Process
-		code string
+		args []string
+		code int
+		msg  string
 	}{
-		{sandbox.Process{Args: []string{"no-such-program"}}, "program_not_found"},
-		{sandbox.Process{Args: []string{"/usr/bin/no-such-program"}}, "program_not_found"},
-		{sandbox.Process{Args: []string{"/etc/passwd"}}, "program_not_found"},
-		{sandbox.Process{Args: []string{"/bin/true"}, Dir: "missing"}, "dir_not_found"},
-		{sandbox.Process{Args: []string{"/bin/true"}, Dir: "sub/f"}, "dir_not_found"},
+		{[]string{"no-such-program"}, 127, `program "no-such-program" not found in the sandbox's PATH`},
+		{[]string{"/usr/bin/no-such-program"}, 127, `program "/usr/bin/no-such-program": not found`},
+		{[]string{"/etc/passwd"}, 126, `program "/etc/passwd": not executable`},
+		{[]string{"/etc"}, 126, `program "/etc": is a directory`},
+		{[]string{"sub/f"}, 126, `program "sub/f": not executable`},
 	} {
-		_, err := sb.Exec(t.Context(), &c.p)
-		if !errors.Is(err, sandbox.ErrInvalid) || sandbox.CodeOf(err) != c.code {
-			t.Errorf("Exec %q in %q: %v (code %q), want ErrInvalid %s", c.p.Args, c.p.Dir, err, sandbox.CodeOf(err), c.code)
+		res, err := sb.Exec(t.Context(), &sandbox.Process{Args: c.args})
+		if err != nil || res.Reason != sandbox.ReasonExited || res.ExitCode != c.code || !strings.HasPrefix(res.Message, c.msg) {
+			t.Errorf("Exec %q: %v %+v, want exit %d with a message starting %q", c.args, err, res, c.code, c.msg)
+		}
+	}
+	for _, dir := range []string{"missing", "sub/f"} {
+		_, err := sb.Exec(t.Context(), &sandbox.Process{Args: []string{"/bin/true"}, Dir: dir})
+		if !errors.Is(err, sandbox.ErrInvalid) || sandbox.CodeOf(err) != "dir_not_found" {
+			t.Errorf("Exec in %q: %v (code %q), want ErrInvalid dir_not_found", dir, err, sandbox.CodeOf(err))
 		}
 	}
 	res := Exec(t, sb, "pwd")

@@ -48,7 +48,10 @@ func (s *suite) testEnv(t *testing.T) {
 		spec := s.spec(func(sp *sandbox.Spec) { sp.Env = merge(sp.Env, set) })
 		res := s.oneShot(t, spec, envProc())
 		wantExit(t, res, 0)
-		allowed := append(slices.Clone(sandbox.DefaultEnvAllowlist), "HOME", "TMPDIR")
+		// Written out, not taken from sandbox.DefaultEnvAllowlist: a change
+		// of the contract must show up here. HOME and TMPDIR are the
+		// backend's own.
+		allowed := []string{"PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM", "HOME", "TMPDIR"}
 		allowed = append(allowed, slices.Collect(maps.Keys(spec.Env))...)
 		allowed = append(allowed, spec.Policy.EnvAllowlist...)
 		for k := range parseEnv(res.Stdout) {
@@ -56,6 +59,26 @@ func (s *suite) testEnv(t *testing.T) {
 				continue
 			}
 			t.Errorf("variable %s reached the program but is not on the allowlist %v", k, allowed)
+		}
+	})
+
+	s.run(t, "default_allowlist", func(t *testing.T) {
+		// The host's values of the default allowlist reach the program
+		// (PATH aside: every backend sets a PATH of its own).
+		want := map[string]string{
+			"LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "LC_CTYPE": "C.UTF-8",
+			"TZ": "Etc/UTC", "TERM": "execbox-suite-" + token(),
+		}
+		for k, v := range want {
+			t.Setenv(k, v)
+		}
+		res := s.oneShot(t, s.spec(nil), envProc())
+		wantExit(t, res, 0)
+		env := parseEnv(res.Stdout)
+		for _, k := range slices.Sorted(maps.Keys(want)) {
+			if got, ok := env[k]; !ok || got != want[k] {
+				t.Errorf("host variable %s=%q (on the default allowlist) reached the program as %q (set: %v)", k, want[k], got, ok)
+			}
 		}
 	})
 

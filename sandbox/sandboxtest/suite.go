@@ -71,26 +71,33 @@ type suite struct {
 // Run runs the conformance suite against b. The subtests (stable names,
 // usable with Skip and go test -run):
 //
-//	exit/{code_0,code_3,code_255,signal_SIGTERM,signal_SIGKILL}
+//	exit/{code_0,code_3,code_255,signal_SIGTERM,signal_SIGKILL,
+//	      not_found_127,not_found_path_127,not_executable_126,directory_126}
 //	stdin/{passthrough_100KiB,nil_is_eof,unread_does_not_block}
-//	output/{stdout_stderr_apart,streaming,cap_below,cap_exact,cap_over_keeps_running,
-//	        cap_over_by_one,cap_stderr,cap_kill,cap_kill_at_limit}
-//	env/{host_secret_hidden,only_allowlisted_names,spec_and_process_env,
-//	     home_tmpdir_private,policy_allowlist}
+//	output/{stdout_stderr_apart,streaming,burst_100k_lines,cap_below,cap_exact,
+//	        cap_over_keeps_running,cap_over_by_one,cap_stderr,cap_kill,cap_kill_at_limit}
+//	env/{host_secret_hidden,only_allowlisted_names,default_allowlist,
+//	     spec_and_process_env,home_tmpdir_private,policy_allowlist}
 //	timeout/{within_limit,kills_tree,process_timeout,cancel_kills_tree}
 //	files/{write_and_read,process_dir,artifacts_new_only,artifacts_changed_input,
 //	       artifacts_rewritten_same_size,artifact_files_limit,artifact_files_at_limit,
 //	       artifact_bytes_limit,artifact_bytes_at_limit,run_spec_files}
-//	paths/{write_files/<rule>,run_spec_files/<rule>,
+//	paths/{write_files/<rule>,
 //	       accepted/{long_component_255,long_path_4096},atomic,exec_invalid,
 //	       symlink/{dir,dir_deep,file,relative,etc,atomic}}
 //	symlink_artifacts/{not_followed,special_files}
 //	result/fields
 //	close/{idempotent,concurrent,during_exec,use_after_close}
+//	concurrency/{exec_busy,symlink_race}
+//	limits/{pids_fork_bomb,pids_thread_bomb,cpu_quota}
+//	syscalls/{allowed/<row>,denied/<row>}
+//	fs/{ls_la,stat,python_stat_scandir}
+//	io/select_poll_pipe
 //	leaks/runs
 //
 // where <rule> is one of absolute, dotdot, dotdot_inner, nul, long_component,
-// long_path, empty, dot_component, empty_component, trailing_slash.
+// long_path, empty, dot_component, empty_component, trailing_slash, and
+// <row> a row of the syscall table (SyscallTable).
 //
 // The backend must be available (Health); probe and skip before calling Run.
 func Run(t *testing.T, b sandbox.Backend, opts ...Option) {
@@ -122,6 +129,11 @@ func Run(t *testing.T, b sandbox.Backend, opts ...Option) {
 	s.run(t, "symlink_artifacts", s.testSymlinkArtifacts)
 	s.run(t, "result", s.testResult)
 	s.run(t, "close", s.testClose)
+	s.run(t, "concurrency", s.testConcurrency)
+	s.run(t, "limits", s.testLimits)
+	s.run(t, "syscalls", s.testSyscalls)
+	s.run(t, "fs", s.testFS)
+	s.run(t, "io", s.testIO)
 	s.run(t, "leaks", s.testLeaks)
 }
 
@@ -229,12 +241,6 @@ func clip(s string) string {
 		return fmt.Sprintf("%q…%q (%d bytes)", s[:n], s[len(s)-n:], len(s))
 	}
 	return fmt.Sprintf("%q", s)
-}
-
-// marker is a unique decimal number used as a sleep duration (seconds), so
-// the host can find the sleepers in /proc by their argv.
-func marker() string {
-	return fmt.Sprintf("%d", 10_000_000+rand.IntN(89_999_999))
 }
 
 // token is a unique word for names and secrets.

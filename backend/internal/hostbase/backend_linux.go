@@ -46,6 +46,12 @@ type Options[F any] struct {
 	// backend's own processes and threads are in the cgroup too. Default:
 	// Limits.Pids.
 	CgroupPids func(pids int) int
+	// ProgramLeaf gives the program a pids leaf of its own in the
+	// sandbox's cgroup (cgroups.Limits.ProgramPids) holding exactly
+	// Limits.Pids of its tasks plus the init's forking thread, which the
+	// backend moves there with Cgroup.AddProgramThread before the program
+	// starts; CgroupPids then bounds the cgroup as a whole.
+	ProgramLeaf bool
 	// HostNetwork is Enforcement["network"] of a sandbox on the host's
 	// network.
 	HostNetwork string

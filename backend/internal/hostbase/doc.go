@@ -7,9 +7,12 @@
 //     cgroups and this process's base dir under the work root among it),
 //     the enforcement table, one health-cache rule, Capabilities,
 //     Reconcile and Close.
-//   - Sandbox: a sandbox's directory, cgroup and work dir (a tmpfs of
-//     Limits.WorkSize as root), made with undo on error and removed by
-//     Close; the Result's enforcement and cgroup accounting.
+//   - Sandbox: a sandbox's directory, cgroup (with Options.ProgramLeaf a
+//     pids leaf that holds the program alone, to its limit exactly) and
+//     work dir (a tmpfs of Limits.WorkSize as root), made with undo on
+//     error and removed by Close; the Result's enforcement and cgroup
+//     accounting; InitResult, which turns an init's report into a Result
+//     (exit 127/126 for a program that cannot start).
 //   - WorkSandbox, which Sandbox embeds: the id, the operation lifecycle,
 //     WriteFiles, Artifacts and the preamble of every Exec.
 //
@@ -34,7 +37,9 @@
 //
 // # Concurrency
 //
-// A Backend is safe for concurrent use. A Sandbox is used by one goroutine
-// at a time, except Close, which may be called at any time and ends a
-// running Exec.
+// A Backend is safe for concurrent use. A Sandbox is too, as package
+// sandbox says: one Exec at a time (a second gets ErrBusy "sandbox_busy",
+// from sandbox.Lifecycle), WriteFiles and Artifacts at any time (one after
+// the other, alongside an Exec), and Close at any time, ending a running
+// Exec.
 package hostbase

@@ -36,3 +36,15 @@ func (h *Host[F]) Enforcement(extra int, tasks string) map[string]string {
 	}
 	return m
 }
+
+// ProgramLeafPids is Enforcement["pids"] of a backend with
+// Options.ProgramLeaf on a host with a pids controller: the program's
+// tasks are held to the limit exactly; helpers, extra of them, are held
+// above the leaf. It returns "" without a pids controller.
+func (h *Host[F]) ProgramLeafPids(extra int, helpers string) string {
+	v, ok := h.Mechanisms["pids"]
+	if !ok || h.Cgroups == nil {
+		return ""
+	}
+	return fmt.Sprintf("%s on a leaf holding only the program (the limit exactly; %s, up to %d, count in the sandbox's cgroup above it)", v, helpers, extra)
+}

@@ -37,8 +37,10 @@ func Rlimits(l sandbox.Limits, cgroup bool, tasks int) []nsinit.Rlimit {
 // protocol) reported: st, or nil when it ended without a report, lost then
 // saying why. killed: execbox killed the run (timeout, cancel, output
 // limit), so a missing report means the program died of that SIGKILL. A
-// program or working directory that is not there is the caller's mistake,
-// returned as ErrInvalid.
+// program that is not there or cannot be executed ended like a shell says
+// (reason exited, sandbox.ExitNotFound or sandbox.ExitNotExecutable, the
+// cause in Message); a working directory that is not there is the caller's
+// mistake, returned as ErrInvalid.
 func InitResult(res *sandbox.Result, killed bool, st *nsinit.Status, lost string) error {
 	switch {
 	case st == nil && killed:
@@ -46,7 +48,11 @@ func InitResult(res *sandbox.Result, killed bool, st *nsinit.Status, lost string
 	case st == nil:
 		res.Reason, res.ExitCode, res.Signal = sandbox.ReasonSandboxError, -1, ""
 		res.Message = lost
-	case st.Code == nsinit.CodeNotFound || st.Code == nsinit.CodeDirNotFound:
+	case st.Code == nsinit.CodeNotFound && !killed:
+		res.Reason, res.ExitCode, res.Signal, res.Message = sandbox.ReasonExited, sandbox.ExitNotFound, "", st.Error
+	case st.Code == nsinit.CodeNotExecutable && !killed:
+		res.Reason, res.ExitCode, res.Signal, res.Message = sandbox.ReasonExited, sandbox.ExitNotExecutable, "", st.Error
+	case st.Code == nsinit.CodeDirNotFound:
 		return sandbox.Errorf(sandbox.ErrInvalid, st.Code, "%s", st.Error)
 	case st.Error != "":
 		res.Reason, res.ExitCode, res.Signal = sandbox.ReasonSandboxError, -1, ""

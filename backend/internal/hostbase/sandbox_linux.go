@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"golang.org/x/sys/unix"
 
@@ -33,9 +34,10 @@ type WorkSandbox struct {
 	// Work is the work dir, /work inside.
 	Work *workdir.Dir
 
-	id   string
-	run  Run
-	life sandbox.Lifecycle
+	id    string
+	run   Run
+	life  sandbox.Lifecycle
+	files sync.Mutex // WriteFiles and Artifacts, one at a time (the work dir's baseline)
 }
 
 // NewWorkSandbox returns the work-dir part of a new sandbox for spec
@@ -46,34 +48,45 @@ func NewWorkSandbox(spec sandbox.Spec, work *workdir.Dir, run Run) *WorkSandbox 
 
 func (s *WorkSandbox) ID() string { return s.id }
 
+// WriteFiles writes files into the work dir. It may run while an Exec
+// runs (workdir.Dir never follows a symlink the program plants); it waits
+// for a running Artifacts.
 func (s *WorkSandbox) WriteFiles(ctx context.Context, files map[string][]byte) error {
 	if err := s.life.Begin(s.id, nil); err != nil {
 		return err
 	}
 	defer s.life.Done()
+	s.files.Lock()
+	defer s.files.Unlock()
 	return s.Work.Write(files)
 }
 
+// Artifacts collects the work dir. It may run while an Exec runs; it
+// waits for a running WriteFiles.
 func (s *WorkSandbox) Artifacts(ctx context.Context) (sandbox.Artifacts, error) {
 	if err := s.life.Begin(s.id, nil); err != nil {
 		return sandbox.Artifacts{}, err
 	}
 	defer s.life.Done()
+	s.files.Lock()
+	defer s.files.Unlock()
 	return s.Work.Collect(s.Spec.Limits.ArtifactFiles, s.Spec.Limits.ArtifactBytes)
 }
 
-// Exec checks p, registers the run (Close cancels it and waits) and runs
-// it with the backend's Run.
+// Exec checks p, registers the run (one at a time: a second is ErrBusy
+// "sandbox_busy"; Close cancels it and waits) and runs it with the
+// backend's Run.
 func (s *WorkSandbox) Exec(ctx context.Context, p *sandbox.Process) (*sandbox.Result, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	if err := s.life.Begin(s.id, cancel); err != nil {
+	end, err := s.life.BeginExec(s.id, cancel)
+	if err != nil {
 		return nil, err
 	}
-	defer s.life.Done()
+	defer end()
 	return s.run(ctx, p)
 }
 
@@ -137,6 +150,12 @@ func (b *Backend[F]) NewSandbox(h *Host[F], spec sandbox.Spec, noexec bool, run 
 	}
 	if h.Cgroups != nil {
 		l := cgroups.Limits{Memory: spec.Limits.Memory, Pids: b.opts.CgroupPids(spec.Limits.Pids), CPUs: spec.Limits.CPUs}
+		if b.opts.ProgramLeaf && spec.Limits.Pids > 0 {
+			// The program's leaf: its limit plus the one init thread that
+			// forks it; the sandbox's cgroup holds that too.
+			l.ProgramPids = spec.Limits.Pids + 1
+			l.Pids++
+		}
 		if s.Cgroup, err = h.Cgroups.Create(s.id, l); err != nil {
 			return nil, sandbox.Errorf(sandbox.ErrInternal, "cgroup_failed", "creating cgroup: %w", err)
 		}
