@@ -59,7 +59,8 @@ func TestExitCodes(t *testing.T) {
 	}{
 		{[]string{"sh", "-c", "exit 7"}, 7},
 		{[]string{"sh", "-c", "kill -9 $$"}, 137},
-		{[]string{"/nonexistent/program"}, 125},
+		{[]string{"/nonexistent/program"}, 127},
+		{[]string{"/etc/passwd"}, 126},
 	} {
 		r := execbox(t, allowLocal, "", append([]string{"run", "--backend", "local", "--"}, tc.args...)...)
 		if r.code != tc.code {

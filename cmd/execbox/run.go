@@ -415,6 +415,9 @@ func reportTruncation(res *sandbox.Result) {
 	}
 	switch res.Reason {
 	case sandbox.ReasonExited, sandbox.ReasonSignaled:
+		if res.Message != "" { // the program could not be started (126, 127)
+			fmt.Fprintf(os.Stderr, "execbox: %s\n", res.Message)
+		}
 	default:
 		msg := res.Message
 		if msg != "" {
