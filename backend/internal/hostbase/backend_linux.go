@@ -77,7 +77,7 @@ type Options[F any] struct {
 	ProbeFailed func(h *Host[F], res *sandbox.Result) string
 	// Unavailable prefixes the Health reason of an unusable host.
 	Unavailable string
-	// ProbeTimeout bounds the health probe (default 10 s); ProbeWall is
+	// ProbeTimeout bounds the health probe (default 20 s); ProbeWall is
 	// its program's wall-clock limit (default: the default limit).
 	ProbeTimeout, ProbeWall time.Duration
 }
@@ -85,7 +85,7 @@ type Options[F any] struct {
 // withDefaults fills in the funcs left nil.
 func (o Options[F]) withDefaults() Options[F] {
 	if o.ProbeTimeout == 0 {
-		o.ProbeTimeout = 10 * time.Second
+		o.ProbeTimeout = 20 * time.Second
 	}
 	if o.CgroupPids == nil {
 		o.CgroupPids = func(pids int) int { return pids }

@@ -8,10 +8,11 @@ import (
 	"github.com/execbox/execbox/sandbox"
 )
 
-// Health starts /bin/true in a sandbox of the backend and keeps what
-// happened for TTL (forever when TTL is 0): a backend that is installed
-// but cannot start a sandbox is unavailable, with what failed as the
-// reason.
+// Health starts /bin/true in a sandbox of the backend, then the smoke
+// check (sandbox.Smoke), and keeps what happened for TTL (forever when TTL
+// is 0): a backend that is installed but cannot start a sandbox is
+// unavailable, one whose sandboxes fail an ordinary program's needs is
+// available but not ready, each with what failed as the reason.
 func (b *Backend[F]) Health(ctx context.Context) sandbox.Health {
 	b.healthMu.Lock()
 	defer b.healthMu.Unlock()
@@ -31,7 +32,7 @@ func (b *Backend[F]) Health(ctx context.Context) sandbox.Health {
 	return copyHealth(out)
 }
 
-// probeHealth runs /bin/true in a one-shot sandbox.
+// probeHealth runs /bin/true in a one-shot sandbox, then the smoke check.
 func (b *Backend[F]) probeHealth(ctx context.Context, h *Host[F]) (ok, ready bool, reason string) {
 	ctx, cancel := context.WithTimeout(ctx, b.opts.ProbeTimeout)
 	defer cancel()
@@ -43,7 +44,11 @@ func (b *Backend[F]) probeHealth(ctx context.Context, h *Host[F]) (ok, ready boo
 	case !res.Succeeded():
 		return false, false, b.opts.ProbeFailed(h, res)
 	}
-	return true, true, b.opts.Ready(h, time.Since(start))
+	took := time.Since(start)
+	if ok, why := sandbox.Smoke(ctx, b.self, sandbox.Spec{Limits: sandbox.Limits{Wall: b.opts.ProbeWall}}); !ok {
+		return true, false, "not ready: " + why
+	}
+	return true, true, b.opts.Ready(h, took)
 }
 
 // Expire makes the kept Health answer, and the host probe if it found the
