@@ -8,6 +8,7 @@ import (
 	"github.com/execbox/execbox/engine"
 	"github.com/execbox/execbox/function"
 	"github.com/execbox/execbox/internal/config"
+	"github.com/execbox/execbox/internal/workdir"
 	"github.com/execbox/execbox/sandbox"
 )
 
@@ -28,6 +29,12 @@ func (g *globals) loadConfig() (*config.Config, *config.Provenance, error) {
 func newEngine(cfg *config.Config) (*engine.Engine, error) {
 	workRoot, stateDir, err := cfg.Dirs()
 	if err != nil {
+		return nil, err
+	}
+	// The work root is execbox's alone, or nothing starts: a root another
+	// user made first, or a symlink on its path, is refused here, before a
+	// backend reconciles (deletes) anything in it.
+	if err := workdir.MakeRoot(workRoot); err != nil {
 		return nil, err
 	}
 	return engine.New(engine.Options{

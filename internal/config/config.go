@@ -32,7 +32,10 @@ type Config struct {
 	EnvAllowPrefix []string `yaml:"env_allowprefix"`
 	// RunAsUser runs the local backend's processes as this host user.
 	RunAsUser string `yaml:"run_as_user"`
-	// WorkRoot is where work dirs are made; "" means os.TempDir()/execbox.
+	// WorkRoot is where work dirs are made; "" means
+	// sandbox.DefaultWorkRoot(): /run/execbox as root, else
+	// $XDG_RUNTIME_DIR/execbox or /tmp/execbox-<uid>. It must be execbox's
+	// alone (internal/workdir.MakeRoot checks it at start).
 	WorkRoot string `yaml:"work_root"`
 	// StateDir holds state across restarts; "" means /var/lib/execbox as
 	// root, else $XDG_STATE_HOME/execbox.
@@ -136,12 +139,12 @@ func (c *Config) Limits() sandbox.Limits { return c.Limit.Limits }
 func (c *Config) BackendConfig(name string) any { return c.Backends[name] }
 
 // Dirs returns WorkRoot and StateDir with their empty defaults resolved for
-// this process: os.TempDir()/execbox, and /var/lib/execbox as root, else
-// $XDG_STATE_HOME/execbox ($HOME/.local/state/execbox when unset).
+// this process: sandbox.DefaultWorkRoot(), and /var/lib/execbox as root,
+// else $XDG_STATE_HOME/execbox ($HOME/.local/state/execbox when unset).
 func (c *Config) Dirs() (workRoot, stateDir string, err error) {
 	workRoot, stateDir = c.WorkRoot, c.StateDir
 	if workRoot == "" {
-		workRoot = filepath.Join(os.TempDir(), "execbox")
+		workRoot = sandbox.DefaultWorkRoot()
 	}
 	if stateDir != "" {
 		return workRoot, stateDir, nil

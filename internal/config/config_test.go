@@ -297,9 +297,16 @@ func TestDirs(t *testing.T) {
 	}
 	t.Setenv("XDG_STATE_HOME", "/xdg")
 	t.Setenv("TMPDIR", "/tmpdir")
+	t.Setenv("XDG_RUNTIME_DIR", "/run/user/1000")
+	// Never a shared directory another user could plant first (issue 22):
+	// /run/execbox as root, the user's runtime dir otherwise.
 	w, s, err := Default().Dirs()
-	if err != nil || w != "/tmpdir/execbox" {
-		t.Errorf("work root = %q, %v", w, err)
+	wantRoot := "/run/user/1000/execbox"
+	if os.Geteuid() == 0 {
+		wantRoot = "/run/execbox"
+	}
+	if err != nil || w != wantRoot {
+		t.Errorf("work root = %q, %v, want %q", w, err, wantRoot)
 	}
 	want := "/xdg/execbox"
 	if os.Geteuid() == 0 {

@@ -38,9 +38,10 @@ type fileKey struct {
 }
 
 // New creates a fresh work dir under root, owned by uid:gid with mode
-// 0700. root is created (0711) if missing.
+// 0700. root is created (0711, as MakeRoot: no symlink followed, ours
+// alone) if missing.
 func New(root string, uid, gid int) (*Dir, error) {
-	if err := os.MkdirAll(root, 0o711); err != nil {
+	if err := MakeRoot(root); err != nil {
 		return nil, fmt.Errorf("creating work root: %w", err)
 	}
 	dir, err := os.MkdirTemp(root, "execbox-")
