@@ -165,7 +165,9 @@ func (l Limits) fields() []limitField {
 	d := func(name string, v time.Duration) limitField {
 		return limitField{name, float64(v), FormatDuration(v), float64(MaxDuration), dur}
 	}
-	b := func(name string, v int64) limitField { return limitField{name, float64(v), FormatSize(v), MaxBytes, size} }
+	b := func(name string, v int64) limitField {
+		return limitField{name, float64(v), FormatSize(v), MaxBytes, size}
+	}
 	n := func(name string, v int, bound float64) limitField {
 		return limitField{name, float64(v), strconv.Itoa(v), bound, num}
 	}
