@@ -219,6 +219,15 @@ func MaximaFor(ram int64, cpus int) Limits {
 // HostMaxima is MaximaFor this host: HostMemory and runtime.NumCPU.
 func HostMaxima() Limits { return MaximaFor(HostMemory(), runtime.NumCPU()) }
 
+// ResultMemoryFor is the built-in bound on what the results of the runs in
+// flight may hold (see Limits.ResultBytes) on a host with ram bytes of
+// memory: an eighth of it, within 256 MiB–4 GiB; at the built-in maxima
+// (MaximaFor) it always holds at least two runs.
+func ResultMemoryFor(ram int64) int64 { return min(max(ram/8, 256*MiB), 4*GiB) }
+
+// HostResultMemory is ResultMemoryFor this host's HostMemory.
+func HostResultMemory() int64 { return ResultMemoryFor(HostMemory()) }
+
 // HostMemory is the memory this process may use: the host's MemTotal, or
 // the memory limit of this process's cgroup when that is lower (execbox in
 // a container). When neither can be read it is 4 GiB.

@@ -42,9 +42,12 @@ func newEngine(cfg *config.Config) (*engine.Engine, error) {
 		AllowUnisolated: cfg.AllowUnisolated,
 		Preference:      cfg.Preference,
 		Defaults:        cfg.Limits(),
-		MaxWall:         cfg.Limit.MaxWall,
+		Max:             cfg.MaxLimit,
 		Policy:          policy(cfg),
 		MaxRuns:         cfg.Server.MaxRuns,
+		ReservedRuns:    cfg.Server.AdminRuns,
+		OwnerRuns:       cfg.Server.MaxRunsPerToken,
+		ResultMemory:    cfg.Server.MaxResultMemory,
 		Functions: function.Options{
 			Concurrency:    cfg.Functions.Concurrency,
 			QueueTimeout:   cfg.Functions.QueueTimeout,
