@@ -162,10 +162,10 @@ func Default() *Config {
 			WriteTimeout: 60 * time.Second, MaxHeaderBytes: 16 * sandbox.KiB, AllowedHosts: []string{}, AllowedOrigins: []string{},
 			ShutdownTimeout: 30 * time.Second,
 		},
-		Auth:           AuthSection{Tokens: []string{}, FailureRate: 1, FailureBurst: 10},
-		Audit:          AuditSection{MaxAge: 720 * time.Hour, MaxRows: 1_000_000},
-		Log:            LogSection{Format: "text", Level: "info"},
-		Backends:       map[string]any{},
+		Auth:     AuthSection{Tokens: []string{}, FailureRate: 1, FailureBurst: 10},
+		Audit:    AuditSection{MaxAge: 720 * time.Hour, MaxRows: 1_000_000},
+		Log:      LogSection{Format: "text", Level: "info"},
+		Backends: map[string]any{},
 	}
 	for _, name := range sandbox.Names() {
 		if r, _ := sandbox.Lookup(name); r.Config != nil {

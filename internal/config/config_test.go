@@ -155,7 +155,9 @@ func TestValidate(t *testing.T) {
 		{"allowed hosts", "", func(c *Config) { c.Server.AllowedHosts = []string{"execbox.internal", "*"} }},
 		{"allowed host with port", "server.allowed_hosts", func(c *Config) { c.Server.AllowedHosts = []string{"execbox.internal:8080"} }},
 		{"allowed host URL", "server.allowed_hosts", func(c *Config) { c.Server.AllowedHosts = []string{"http://x"} }},
-		{"allowed origins", "", func(c *Config) { c.Server.AllowedOrigins = []string{"https://app.example.com", "http://localhost:3000"} }},
+		{"allowed origins", "", func(c *Config) {
+			c.Server.AllowedOrigins = []string{"https://app.example.com", "http://localhost:3000"}
+		}},
 		{"allowed origin with path", "server.allowed_origins", func(c *Config) { c.Server.AllowedOrigins = []string{"https://app.example.com/x"} }},
 		{"allowed origin *", "server.allowed_origins", func(c *Config) { c.Server.AllowedOrigins = []string{"*"} }},
 		{"failure_rate negative", "auth.failure_rate", func(c *Config) { c.Auth.FailureRate = -1 }},
