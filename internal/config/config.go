@@ -73,8 +73,8 @@ type ServerSection struct {
 	// configured.
 	MaxRunsPerToken int `yaml:"max_runs_per_token"`
 	// AdminRuns are run slots only admin tokens may take, so that no other
-	// token can lock an admin out (at most max_runs − 1). Applies when
-	// tokens are configured.
+	// token can lock an admin out; at most max_runs − 1 of them are kept
+	// (none with one slot). Applies when tokens are configured.
 	AdminRuns int `yaml:"admin_runs"`
 	// MaxResultMemory bounds the output and artifacts the runs in flight
 	// may hold: each run reserves 2 × output + artifact_bytes of its limits

@@ -142,7 +142,7 @@ func TestValidate(t *testing.T) {
 		{"max_runs 0", "", func(c *Config) { c.Server.MaxRuns = 0 }},
 		{"max_runs negative", "server.max_runs", func(c *Config) { c.Server.MaxRuns = -1 }},
 		{"admin_runs below max_runs", "", func(c *Config) { c.Server.MaxRuns, c.Server.AdminRuns = 4, 3 }},
-		{"admin_runs = max_runs", "server.admin_runs", func(c *Config) { c.Server.MaxRuns, c.Server.AdminRuns = 4, 4 }},
+		{"admin_runs = max_runs (kept to max_runs − 1)", "", func(c *Config) { c.Server.MaxRuns, c.Server.AdminRuns = 1, 1 }},
 		{"admin_runs negative", "server.admin_runs", func(c *Config) { c.Server.AdminRuns = -1 }},
 		{"max_runs_per_token negative", "server.max_runs_per_token", func(c *Config) { c.Server.MaxRunsPerToken = -1 }},
 		{"result memory holds one run", "", func(c *Config) { c.Server.MaxResultMemory = c.MaxLimit.ResultBytes() }},

@@ -84,7 +84,6 @@ func (c *Config) check() (key, msg string) {
 		{"server.max_runs", c.Server.MaxRuns < 0, "must not be negative (0 = number of CPUs)"},
 		{"server.max_runs_per_token", c.Server.MaxRunsPerToken < 0, "must not be negative (0 = half of max_runs)"},
 		{"server.admin_runs", c.Server.AdminRuns < 0, "must not be negative"},
-		{"server.admin_runs", c.Server.MaxRuns > 0 && c.Server.AdminRuns >= c.Server.MaxRuns, fmt.Sprintf("%d leaves no run slot for other tokens: want less than server.max_runs (%d)", c.Server.AdminRuns, c.Server.MaxRuns)},
 		positive("server.max_result_memory", c.Server.MaxResultMemory <= 0),
 		{"server.max_result_memory", c.Server.MaxResultMemory > 0 && c.Server.MaxResultMemory < m.ResultBytes(), fmt.Sprintf(
 			"%s cannot hold one run at the maxima: want at least 2 × max_limits.output + max_limits.artifact_bytes = %s",
