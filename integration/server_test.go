@@ -298,7 +298,7 @@ func TestServeEndpoints(t *testing.T) {
 		"/v1/openapi.json": `"openapi":"3.1.0"`,
 		"/metrics":         `execbox_executions_total{backend="local",kind="run",reason="exited"} 4`,
 	} {
-		st, _, body := s.raw("GET", path, "")
+		st, _, body := s.raw("GET", path, "", "Authorization", "Bearer it-secret")
 		if st != 200 || !strings.Contains(body, want) {
 			t.Errorf("%s: %d, no %q in %.300s", path, st, want, body)
 		}
@@ -327,12 +327,13 @@ func TestServeErrorStatuses(t *testing.T) {
 	gate := filepath.Join(t.TempDir(), "gate")
 	req, _ := http.NewRequest("POST", s.url+"/v1/runs?stream=1", strings.NewReader(gateCommand(gate)))
 	req.Header.Set("Authorization", "Bearer admin-secret")
+	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	br := bufio.NewReader(resp.Body)
-	if line, err := br.ReadString('\n'); err != nil || !strings.Contains(line, "up") {
+	if line, err := br.ReadString('\n'); err != nil || !strings.Contains(line, `"data":"up\n"`) {
 		t.Fatalf("first event %q %v", line, err)
 	}
 	type want struct {
