@@ -78,9 +78,18 @@ func startServer(t *testing.T, env []string, args ...string) *server {
 
 func launch(t *testing.T, env []string, args ...string) (*server, error) {
 	t.Helper()
+	return launchWrapped(t, nil, env, args...)
+}
+
+// launchWrapped is launch with the serve command run by wrap, a command
+// that ends by exec'ing its arguments (so the server keeps its PID), e.g.
+// a shell setting a resource limit.
+func launchWrapped(t *testing.T, wrap []string, env []string, args ...string) (*server, error) {
+	t.Helper()
 	dir := t.TempDir()
 	s := &server{t: t, work: filepath.Join(dir, "work"), auditDB: filepath.Join(dir, "audit.db"), stderr: &logBuffer{}, exited: make(chan struct{})}
-	s.cmd = exec.Command(binary, append([]string{"serve", "--listen", "127.0.0.1:0"}, args...)...)
+	argv := append(append(slices.Clone(wrap), binary, "serve", "--listen", "127.0.0.1:0"), args...)
+	s.cmd = exec.Command(argv[0], argv[1:]...)
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "EXECBOX_") {
 			s.cmd.Env = append(s.cmd.Env, kv)

@@ -212,13 +212,21 @@ func (a *Authenticator) Authenticate(header string) (*Identity, error) {
 
 // Check is Authenticate for a request from the remote address addr (an IP
 // address, without the port), bounding failed authentications per address
-// (Limits.FailureRate and FailureBurst): while addr's budget is spent, its
-// requests are refused before the header is looked at, with a *BusyError
-// (ErrBusy, code CodeAuthThrottled); every failure spends one. With no
-// token configured it admits everyone as Authenticate does.
+// (Limits.FailureRate and FailureBurst). A failed authentication is a
+// request that presents credentials (any Authorization header) matching
+// no token; each spends one of addr's budget, and while it is spent the
+// address's requests that present credentials are refused before they are
+// looked at, with a *BusyError (ErrBusy, code CodeAuthThrottled), so
+// guessing a secret is slow. A request without credentials is refused as
+// by Authenticate and spends nothing: it guesses nothing, and counting it
+// would let anyone on an address shut that address's clients out. With no
+// token configured Check admits everyone as Authenticate does.
 func (a *Authenticator) Check(addr, header string) (*Identity, error) {
 	if !a.Enabled() {
 		return a.anon, nil
+	}
+	if header == "" {
+		return a.Authenticate(header)
 	}
 	if err := a.failures.check(addr); err != nil {
 		return nil, err

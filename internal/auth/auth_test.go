@@ -229,6 +229,15 @@ func TestCheckThrottlesFailures(t *testing.T) {
 	if _, err := a.Check("10.0.0.2", "Bearer right"); err != nil {
 		t.Fatalf("another address: %v", err)
 	}
+	// No credentials: refused as ever, never throttled, spending nothing.
+	for range 10 {
+		if _, err := a.Check("10.0.0.2", ""); !errors.Is(err, sandbox.ErrDenied) {
+			t.Fatalf("no credentials: %v", err)
+		}
+	}
+	if _, err := a.Check("10.0.0.2", "Bearer right"); err != nil {
+		t.Fatalf("after requests without credentials: %v", err)
+	}
 	now = now.Add(2 * time.Second)
 	if _, err := a.Check("10.0.0.1", "Bearer right"); err != nil {
 		t.Fatalf("after the refill: %v", err)

@@ -106,15 +106,17 @@ func (s *Server) guard(rt route) http.Handler {
 	})
 }
 
-// authFailed answers a failed authentication: 401 (audited, as kind auth
-// with the remote address) or 429 when the address failed too often (not
-// audited: the budget bounds the rows).
+// authFailed answers a refused authentication: 401 or, when the address
+// failed too often, 429. A failed authentication — credentials presented
+// that match no token — is audited as kind auth with the remote address
+// (the failure budget bounds the rows); a request without credentials is
+// only counted.
 func (s *Server) authFailed(w http.ResponseWriter, r *http.Request, err error) {
 	p := problemOf(r, err)
 	s.metrics.AuthFailed(p.Code)
 	if p.Status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="execbox"`)
-		if s.opts.Audit != nil {
+		if s.opts.Audit != nil && r.Header.Get("Authorization") != "" {
 			e := audit.Entry{Record: audit.Record{Time: time.Now(), RequestID: infoOf(r.Context()).id, Operation: audit.OpAuth,
 				ErrorCode: p.Code, Remote: hostOnly(r.RemoteAddr)}}
 			if _, err := s.opts.Audit.Record(context.WithoutCancel(r.Context()), e); err != nil {

@@ -368,7 +368,7 @@ func TestConnectionBounds(t *testing.T) {
 }
 
 // Finding 5: failed authentications are throttled per address and
-// audited.
+// audited; requests without credentials are neither.
 func TestAuthFailuresThrottled(t *testing.T) {
 	en := newEnv(t, setup{tokens: []auth.Token{auth.FromSecret("s")}, authLimits: auth.Limits{FailureRate: 0.001, FailureBurst: 3}})
 	for i := range 3 {
@@ -383,6 +383,16 @@ func TestAuthFailuresThrottled(t *testing.T) {
 	recs := must(en.audit.Query(context.Background(), auditAuth()))
 	if len(recs) != 3 || recs[0].Remote != "127.0.0.1" {
 		t.Fatalf("auth rows %+v, want the 3 failures", recs)
+	}
+	other := newEnv(t, setup{tokens: []auth.Token{auth.FromSecret("s")}, authLimits: auth.Limits{FailureRate: 0.001, FailureBurst: 3}})
+	for range 10 {
+		other.do("GET", "/v1/health", nil)
+	}
+	if a := other.do("GET", "/v1/health", nil, "Authorization", "Bearer s"); a.status != 200 {
+		t.Fatalf("after 10 requests without credentials: %d %s", a.status, a.body)
+	}
+	if n := other.auditCount(); n != 0 {
+		t.Fatalf("%d audit rows for requests without credentials", n)
 	}
 }
 
