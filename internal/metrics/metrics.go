@@ -106,8 +106,8 @@ func (m *Metrics) AuthFailed(code string) { m.authFailed.WithLabelValues(code).I
 // "evicted" or "refused".
 func (m *Metrics) ConnShed(reason string) { m.connsClosed.WithLabelValues(reason).Inc() }
 
-// Gauge registers a gauge read from f at each scrape. It panics on a
-// second gauge of the same name, as a programming error.
+// Gauge registers a gauge read from f at each scrape. A second gauge of
+// the same name is ignored: the first one stays.
 func (m *Metrics) Gauge(name, help string, f func() float64) {
-	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f))
+	m.reg.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f))
 }

@@ -55,13 +55,7 @@ func problemOf(r *http.Request, err error) *v1.Problem {
 func writeProblem(w http.ResponseWriter, r *http.Request, p *v1.Problem) {
 	p.Instance = r.URL.Path
 	p.RequestID = infoOf(r.Context()).id
-	if p.Status >= 500 {
-		if _, fn := errmap.FunctionKind(p.Code); p.Status == http.StatusInternalServerError && !fn {
-			p.Detail = "internal error: the server's log has the details (request " + p.RequestID + ")"
-		} else {
-			p.Detail = redactPaths(p.Detail)
-		}
-	}
+	redactProblem(p)
 	if p.RetryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(p.RetryAfter))
 	}
@@ -71,6 +65,21 @@ func writeProblem(w http.ResponseWriter, r *http.Request, p *v1.Problem) {
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
 	enc.Encode(p)
+}
+
+// redactProblem keeps the host out of a server-side failure's detail: an
+// internal error (500, not the function protocol's) says only that it
+// happened and where the log has it; any other 5xx has its absolute paths
+// blanked. p.RequestID must be set.
+func redactProblem(p *v1.Problem) {
+	if p.Status < 500 {
+		return
+	}
+	if _, fn := errmap.FunctionKind(p.Code); p.Status == http.StatusInternalServerError && !fn {
+		p.Detail = "internal error: the server's log has the details (request " + p.RequestID + ")"
+		return
+	}
+	p.Detail = redactPaths(p.Detail)
 }
 
 // hostPath is an absolute path in a message: a slash after a space, an

@@ -144,8 +144,12 @@ func (s *Server) streamRun(w http.ResponseWriter, r *http.Request, x *execution,
 		}
 		pr := problemOf(r, out.err)
 		x.entry.ErrorCode = pr.Code
+		if pr.Status >= 500 {
+			s.log.Error("request failed", "request_id", x.info.id, "code", pr.Code, "err", out.err)
+		}
 		x.end()
 		pr.Instance, pr.RequestID = r.URL.Path, x.info.id
+		redactProblem(pr)
 		st.write(&v1.StreamEvent{Type: v1.EventError, Error: pr}, nil)
 		return
 	}
