@@ -28,8 +28,9 @@
 //     the run's output limit. A body must be application/json (415, also
 //     without a Content-Type) and is decoded strictly: exact keys, none
 //     twice, nesting bounded (strict.go). A body the server does not read
-//     (a refusal before it, a 401, a public route) is never waited for:
-//     the answer says Connection: close and the read deadline is now.
+//     (a refusal before it, a 401, a public route) is answered without
+//     reading it; what of it has arrived is then discarded, and one that
+//     does not come within a second closes the connection.
 //   - Headers: at most Options.MaxHeaderBytes (431), within HeaderTimeout.
 //   - Site (site.go): Host must be an IP address, localhost or an allowed
 //     name (DNS rebinding); a request a page of another origin sent

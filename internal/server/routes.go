@@ -173,7 +173,7 @@ func (s *Server) wrap(next http.Handler) http.Handler {
 		body := &bodyState{ReadCloser: r.Body, has: r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody}
 		r.Body = body
 		r = r.WithContext(context.WithValue(r.Context(), infoKey{}, in))
-		sw := &statusWriter{ResponseWriter: w, rc: rc, body: body, timeout: s.opts.WriteTimeout}
+		sw := &statusWriter{ResponseWriter: w, rc: rc, timeout: s.opts.WriteTimeout}
 		defer func() {
 			if p := recover(); p != nil {
 				if p == http.ErrAbortHandler {
@@ -184,12 +184,14 @@ func (s *Server) wrap(next http.Handler) http.Handler {
 					writeProblem(sw, r, v1.NewProblem(sandbox.Errorf(sandbox.ErrInternal, "internal", "internal error (request %s)", in.id)))
 				}
 			}
-			// A body no one read is never waited for (the server would
-			// read up to 256 KiB of it to reuse the connection, with no
-			// deadline): the connection closes at once (statusWriter said
-			// Connection: close).
+			// A body no one read (a refusal before it, a 401, a public
+			// route) is not waited for: net/http reads up to 256 KiB of it
+			// to keep the connection in step, and with no deadline would
+			// wait forever for one that never comes. What has arrived is
+			// read at once; past discardTimeout the connection closes.
+			// (Larger bodies are not read: net/http half-closes and closes.)
 			if body.unread() {
-				rc.SetReadDeadline(time.Now())
+				rc.SetReadDeadline(time.Now().Add(discardTimeout))
 			}
 			route := r.Pattern
 			if route == "" {
@@ -211,6 +213,9 @@ func (s *Server) wrap(next http.Handler) http.Handler {
 		next.ServeHTTP(sw, r)
 	})
 }
+
+// discardTimeout bounds reading the rest of a body no handler read.
+const discardTimeout = time.Second
 
 // bodyState is a request body that knows whether it was read to its end.
 type bodyState struct {
@@ -241,13 +246,11 @@ func requestID(h string) string {
 }
 
 // statusWriter records the status and size of an answer, passes Flush
-// through (streams need it), starts the write deadline at the answer's
-// first byte and closes the connection after an answer given before the
-// request's body was read.
+// through (streams need it) and starts the write deadline at the answer's
+// first byte.
 type statusWriter struct {
 	http.ResponseWriter
 	rc      *http.ResponseController
-	body    *bodyState
 	timeout time.Duration
 	code    int
 	bytes   int64
@@ -258,9 +261,6 @@ func (w *statusWriter) WriteHeader(code int) {
 	if !w.wrote {
 		w.code, w.wrote = code, true
 		w.rc.SetWriteDeadline(time.Now().Add(w.timeout))
-		if w.body.unread() {
-			w.Header().Set("Connection", "close")
-		}
 	}
 	w.ResponseWriter.WriteHeader(code)
 }

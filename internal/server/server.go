@@ -39,7 +39,7 @@ type Options struct {
 	MaxBody int64
 	// BodyTimeout bounds reading a request body (default 30 s); slower is
 	// answered 408. A body the server does not read (a request refused
-	// before it, such as a 401) is never waited for.
+	// before it, such as a 401) is waited for at most a second.
 	BodyTimeout time.Duration
 	// WriteTimeout bounds writing one answer, from its first byte, and
 	// each event of a stream (default 60 s): a client that does not read
