@@ -198,7 +198,8 @@ func (l Limits) ResultBytes() int64 { return 2*l.Output + l.ArtifactBytes }
 //	output: ram/1024, at most 16m;  artifact_bytes: ram/256, at most 64m,
 //	artifact_files 1000.
 func MaximaFor(ram int64, cpus int) Limits {
-	sized := func(v, def, most int64) int64 { return max(min(v, most), def) }
+	// Whole MiB, so that they read as sizes ("768m").
+	sized := func(v, def, most int64) int64 { return max(min(v&^(MiB-1), most), def) }
 	cpus = max(cpus, 1)
 	return Limits{
 		Wall:          60 * time.Second,
@@ -223,7 +224,7 @@ func HostMaxima() Limits { return MaximaFor(HostMemory(), runtime.NumCPU()) }
 // flight may hold (see Limits.ResultBytes) on a host with ram bytes of
 // memory: an eighth of it, within 256 MiB–4 GiB; at the built-in maxima
 // (MaximaFor) it always holds at least two runs.
-func ResultMemoryFor(ram int64) int64 { return min(max(ram/8, 256*MiB), 4*GiB) }
+func ResultMemoryFor(ram int64) int64 { return min(max((ram/8)&^(MiB-1), 256*MiB), 4*GiB) }
 
 // HostResultMemory is ResultMemoryFor this host's HostMemory.
 func HostResultMemory() int64 { return ResultMemoryFor(HostMemory()) }

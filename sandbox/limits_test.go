@@ -108,6 +108,9 @@ func TestMaximaFor(t *testing.T) {
 		big.CPUs != 32 || big.Wall != time.Minute || big.CPUTime != 32*time.Minute+2*time.Second {
 		t.Errorf("64 GiB, 32 CPUs: %+v", big)
 	}
+	if odd := MaximaFor(3*GiB+12345, 2); odd.Memory != 768*MiB || odd.Memory%MiB != 0 || ResultMemoryFor(24152*MiB+777)%MiB != 0 {
+		t.Errorf("sizes from an odd memory size are not whole MiB: %+v", odd)
+	}
 	small := MaximaFor(512*MiB, 1)
 	if small.Memory != Defaults.Memory || small.WorkSize != Defaults.WorkSize || small.Output != Defaults.Output ||
 		small.ArtifactBytes != Defaults.ArtifactBytes || small.CPUs != 1 {
