@@ -3,8 +3,10 @@ package engine
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/execbox/execbox/function"
 	"github.com/execbox/execbox/sandbox"
@@ -155,4 +157,161 @@ func TestAdmission(t *testing.T) {
 	if _, err := New(Options{MaxRuns: -1, Backends: []string{}}); !errors.Is(err, sandbox.ErrInvalid) {
 		t.Errorf("MaxRuns -1: %v", err)
 	}
+}
+
+// TestMaxima: every limit has a maximum, applied to runs, created
+// sandboxes and function calls alike; over one is ErrInvalid naming the
+// field, before any slot is taken. A library caller who configures none
+// gets the host-sized built-in ones (issue 22: memory 3g, work_size 1t and
+// memory 2^63-1 were accepted).
+func TestMaxima(t *testing.T) {
+	e := captureEngine(t, Options{Max: sandbox.Limits{Memory: sandbox.GiB, Output: 16 * sandbox.MiB}})
+	ctx := context.Background()
+	p := &sandbox.Process{Args: []string{"true"}}
+	for _, tc := range []struct {
+		l    sandbox.Limits
+		code string
+		want string
+	}{
+		{sandbox.Limits{Memory: 3 * sandbox.GiB}, "limit_too_high", "limits.memory 3g exceeds the maximum 1g (max_limits.memory)"},
+		{sandbox.Limits{Output: 300 * sandbox.MiB}, "limit_too_high", "limits.output 300m exceeds the maximum 16m (max_limits.output)"},
+		{sandbox.Limits{WorkSize: 1 << 40}, "limit_too_high", "limits.work_size 1t exceeds the maximum"},
+		{sandbox.Limits{ArtifactBytes: 250 * sandbox.MiB}, "limit_too_high", "(max_limits.artifact_bytes)"},
+		{sandbox.Limits{Memory: 1<<63 - 1}, "limit_invalid", "limits.memory"},
+		{sandbox.Limits{Pids: 2147483647}, "limit_invalid", "limits.pids 2147483647 is beyond"},
+	} {
+		_, err := e.Run(ctx, sandbox.Selection{}, sandbox.Spec{Limits: tc.l}, p)
+		if !errors.Is(err, sandbox.ErrInvalid) || sandbox.CodeOf(err) != tc.code || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Run %+v: %v, want %s with %q", tc.l, err, tc.code, tc.want)
+		}
+		if _, err := e.Create(ctx, sandbox.Selection{}, sandbox.Spec{Limits: tc.l}); !errors.Is(err, sandbox.ErrInvalid) {
+			t.Errorf("Create %+v: %v, want ErrInvalid", tc.l, err)
+		}
+	}
+	if st := e.Admission(); st.SlotsInUse != 0 || st.ResultMemoryInUse != 0 {
+		t.Errorf("refusals hold %+v", st)
+	}
+	// At the maximum it runs; the built-in maxima fill what Max left zero.
+	if _, err := e.Run(ctx, sandbox.Selection{}, sandbox.Spec{Limits: sandbox.Limits{Memory: sandbox.GiB}}, p); err != nil {
+		t.Errorf("at the maximum: %v", err)
+	}
+	if m := e.Maxima(); m.Memory != sandbox.GiB || m.Wall != sandbox.HostMaxima().Wall || m.Pids != sandbox.HostMaxima().Pids {
+		t.Errorf("maxima %+v", m)
+	}
+	// A function call asking for more than the maximum wall is refused too.
+	small := captureEngine(t, Options{Max: sandbox.Limits{Wall: 5 * time.Second}, Defaults: sandbox.Limits{Wall: 2 * time.Second}})
+	if resp := small.Functions().Execute(ctx, &function.Request{Code: "def main():\n    return 1\n", Timeout: function.Duration(10 * time.Second)}); resp.OK || !strings.Contains(resp.Error, "max_limits.wall") {
+		t.Errorf("function call over the maximum wall: %+v", resp)
+	}
+	// The defaults must lie within the maxima.
+	if _, err := New(Options{Backends: []string{}, Max: sandbox.Limits{Memory: 128 * sandbox.MiB}}); !errors.Is(err, sandbox.ErrInvalid) ||
+		!strings.Contains(err.Error(), "limits.memory 256m exceeds the maximum 128m") {
+		t.Errorf("defaults above the maxima: %v", err)
+	}
+}
+
+// TestTicketHeldUntilReleased: an admitted run keeps its slot and result
+// memory after it has run, until the ticket is released (the server
+// releases once the answer is written: issue 22's unread results were held
+// outside max_runs); what does not fit the result memory is busy.
+func TestTicketHeldUntilReleased(t *testing.T) {
+	l := sandbox.Limits{Output: 10 * sandbox.MiB, ArtifactBytes: 10 * sandbox.MiB} // 30 MiB of results
+	e := captureEngine(t, Options{MaxRuns: 4, ResultMemory: 70 * sandbox.MiB})
+	ctx := context.Background()
+	p := &sandbox.Process{Args: []string{"true"}}
+	var tickets []*Ticket
+	for i := range 2 {
+		tk, err := e.Admit(Owner{}, sandbox.Spec{Limits: l})
+		if err != nil {
+			t.Fatalf("ticket %d: %v", i, err)
+		}
+		if _, err := tk.Run(ctx, sandbox.Selection{}, p); err != nil {
+			t.Fatal(err)
+		}
+		tickets = append(tickets, tk)
+	}
+	if st := e.Admission(); st.SlotsInUse != 2 || st.ResultMemoryInUse != 60*sandbox.MiB {
+		t.Fatalf("after two runs, before release: %+v", st)
+	}
+	_, err := e.Admit(Owner{}, sandbox.Spec{Limits: l})
+	if !errors.Is(err, sandbox.ErrBusy) || sandbox.CodeOf(err) != "busy" || !strings.Contains(err.Error(), "server.max_result_memory") {
+		t.Fatalf("a third 30 MiB run in 70 MiB: %v, want busy", err)
+	}
+	// A small run still fits (the default limits: 18 MiB).
+	small, err := e.Admit(Owner{}, sandbox.Spec{Limits: sandbox.Limits{Output: sandbox.MiB, ArtifactBytes: sandbox.MiB}})
+	if err != nil {
+		t.Fatalf("a 3 MiB run: %v", err)
+	}
+	small.Release()
+	tickets[0].Release()
+	tickets[0].Release() // twice gives back nothing more
+	if st := e.Admission(); st.SlotsInUse != 1 || st.ResultMemoryInUse != 30*sandbox.MiB {
+		t.Fatalf("after one release: %+v", st)
+	}
+	if tk, err := e.Admit(Owner{}, sandbox.Spec{Limits: l}); err != nil {
+		t.Fatalf("after a release: %v", err)
+	} else {
+		tk.Release()
+	}
+	tickets[1].Release()
+	// More than the whole result memory can never run: invalid, not busy.
+	_, err = e.Admit(Owner{}, sandbox.Spec{Limits: sandbox.Limits{Output: 16 * sandbox.MiB, ArtifactBytes: 64 * sandbox.MiB}})
+	if !errors.Is(err, sandbox.ErrInvalid) || !strings.Contains(err.Error(), "more than the whole result memory") {
+		t.Fatalf("a run larger than the result memory: %v", err)
+	}
+}
+
+// TestOwnerShares: an unprivileged owner holds at most its share of the
+// slots, and unprivileged owners together leave the reserved slots to
+// privileged ones (issue 22: one plain token could take every slot and lock
+// the admin out). Owner{} (no tokens) has no share.
+func TestOwnerShares(t *testing.T) {
+	e := captureEngine(t, Options{MaxRuns: 4, ReservedRuns: 1})
+	admit := func(o Owner) (*Ticket, error) { return e.Admit(o, sandbox.Spec{}) }
+	alice, bob, root := Owner{Name: "alice"}, Owner{Name: "bob"}, Owner{Name: "root", Privileged: true}
+	var held []*Ticket
+	take := func(o Owner) {
+		t.Helper()
+		tk, err := admit(o)
+		if err != nil {
+			t.Fatalf("%s: %v", o.Name, err)
+		}
+		held = append(held, tk)
+	}
+	take(alice)
+	take(alice) // her share: half of 4
+	if _, err := admit(alice); !errors.Is(err, sandbox.ErrBusy) || !strings.Contains(err.Error(), "token alice holds 2 run slots") {
+		t.Fatalf("alice's third: %v", err)
+	}
+	take(bob)
+	// 3 of 4 taken: the last is the admin's.
+	if _, err := admit(bob); !errors.Is(err, sandbox.ErrBusy) || !strings.Contains(err.Error(), "kept for admin tokens") {
+		t.Fatalf("bob's second: %v", err)
+	}
+	take(root)
+	if _, err := admit(root); !errors.Is(err, sandbox.ErrBusy) || !strings.Contains(err.Error(), "every run slot is taken") {
+		t.Fatalf("root past every slot: %v", err)
+	}
+	for _, tk := range held {
+		tk.Release()
+	}
+	// No owner: every slot.
+	var anon []*Ticket
+	for i := range 4 {
+		tk, err := admit(Owner{})
+		if err != nil {
+			t.Fatalf("anonymous %d: %v", i, err)
+		}
+		anon = append(anon, tk)
+	}
+	for _, tk := range anon {
+		tk.Release()
+	}
+	// With one slot, nothing is reserved and the share is that slot.
+	one := captureEngine(t, Options{MaxRuns: 1, ReservedRuns: 1})
+	tk, err := one.Admit(alice, sandbox.Spec{})
+	if err != nil {
+		t.Fatalf("one slot: %v", err)
+	}
+	tk.Release()
 }

@@ -29,8 +29,10 @@ type Options struct {
 	Preference []string
 	// Defaults are the limits a request gets for fields it leaves zero.
 	Defaults sandbox.Limits
-	// MaxWall caps any request's wall-clock limit (0: no cap beyond Defaults.Wall's type).
-	MaxWall time.Duration
+	// Max are the largest limits a request may ask for, field by field; a
+	// request over one is refused (ErrInvalid naming the field). Zero
+	// fields take sandbox.HostMaxima()'s. Defaults must lie within them.
+	Max sandbox.Limits
 	// Backends restricts the registered backends built (nil: all).
 	Backends []string
 	// Settings returns the settings for a backend's factory.
@@ -52,6 +54,18 @@ type Options struct {
 	// processes (the CLI runs once per command); "" keeps none. Its
 	// directory should be one only this user can write.
 	HealthCache string
+	// ReservedRuns of the MaxRuns slots are taken only by privileged
+	// owners (Admit), so that no other owner can lock them out; at most
+	// MaxRuns − 1.
+	ReservedRuns int
+	// OwnerRuns is the most slots one unprivileged owner holds at once; 0
+	// means half of MaxRuns, at least 1.
+	OwnerRuns int
+	// ResultMemory bounds what the admitted runs' results may hold: each
+	// reserves 2 × output + artifact_bytes of its limits (Limits.
+	// ResultBytes) until it is released, and one that does not fit is
+	// refused busy. 0 means sandbox.HostResultMemory().
+	ResultMemory int64
 	// Functions configure the function executor that Functions returns.
 	// Its Policy field is ignored: Policy above applies to every call.
 	Functions function.Options
@@ -64,7 +78,7 @@ type Engine struct {
 	configs  map[string]any // each backend's configuration section, for the health cache
 	order    []string       // registered names, sorted
 
-	slots     chan struct{} // one per running sandbox, MaxRuns of them
+	gate      *gate
 	functions *function.Executor
 
 	mu     sync.Mutex
@@ -97,8 +111,25 @@ func New(o Options) (*Engine, error) {
 	if o.MaxRuns == 0 {
 		o.MaxRuns = runtime.NumCPU()
 	}
+	if o.ReservedRuns < 0 || o.OwnerRuns < 0 || o.ResultMemory < 0 {
+		return nil, sandbox.Errorf(sandbox.ErrInvalid, "config_invalid", "reserved runs, owner runs and result memory must not be negative")
+	}
+	o.ReservedRuns = min(o.ReservedRuns, o.MaxRuns-1)
+	if o.OwnerRuns == 0 {
+		o.OwnerRuns = max(1, (o.MaxRuns+1)/2)
+	}
+	if o.ResultMemory == 0 {
+		o.ResultMemory = sandbox.HostResultMemory()
+	}
+	o.Max = o.Max.WithDefaults(sandbox.HostMaxima())
+	if err := o.Max.Validate(); err != nil {
+		return nil, sandbox.Errorf(sandbox.ErrInvalid, "config_invalid", "the maxima: %w", err)
+	}
+	if err := o.Defaults.Within(o.Max); err != nil {
+		return nil, sandbox.Errorf(sandbox.ErrInvalid, "config_invalid", "the default limits: %w", err)
+	}
 	e := &Engine{opts: o, backends: map[string]sandbox.Backend{}, health: map[string]*probe{}, configs: map[string]any{}, stop: make(chan struct{}),
-		slots: make(chan struct{}, o.MaxRuns)}
+		gate: newGate(o.MaxRuns, o.ReservedRuns, o.OwnerRuns, o.ResultMemory)}
 	fx, err := function.New(function.EngineFunc(e.run), o.Functions)
 	if err != nil {
 		return nil, err
@@ -191,26 +222,38 @@ func (e *Engine) Backend(name string) (sandbox.Backend, bool) {
 // Names lists the backends the engine knows, sorted.
 func (e *Engine) Names() []string { return slices.Clone(e.order) }
 
-// Limits applies the configured defaults and maxima to requested limits.
+// Limits applies the configured defaults and maxima to requested limits:
+// a value beyond the contract's bounds, or a field over its maximum, is
+// ErrInvalid naming the field ("limits.memory 3g exceeds the maximum 1g
+// (max_limits.memory)"); zero fields take the defaults. A CPU time derived
+// from the wall is kept within its maximum.
 func (e *Engine) Limits(l sandbox.Limits) (sandbox.Limits, error) {
 	if err := l.Validate(); err != nil {
 		return l, err
 	}
-	if e.opts.MaxWall > 0 && l.Wall > e.opts.MaxWall {
-		return l, sandbox.Errorf(sandbox.ErrInvalid, "limit_invalid", "limits.wall %s exceeds the maximum %s", l.Wall, e.opts.MaxWall)
+	if err := l.Within(e.opts.Max); err != nil {
+		return l, err
 	}
-	return l.WithDefaults(e.opts.Defaults), nil
+	out := l.WithDefaults(e.opts.Defaults)
+	if l.CPUTime == 0 && e.opts.Defaults.CPUTime == 0 {
+		out.CPUTime = min(out.CPUTime, e.opts.Max.CPUTime)
+	}
+	return out, nil
 }
 
+// Maxima are the configured maxima, every field set.
+func (e *Engine) Maxima() sandbox.Limits { return e.opts.Max }
+
 // Run selects a backend for sel and runs p in a one-shot sandbox under the
-// configured policy, holding one of MaxRuns slots while it runs.
+// configured policy, holding a run slot and its result memory while it
+// runs (Admit, with no owner; the ticket is released when Run returns).
 func (e *Engine) Run(ctx context.Context, sel sandbox.Selection, spec sandbox.Spec, p *sandbox.Process) (*sandbox.Result, error) {
-	release, err := e.admit()
+	t, err := e.Admit(Owner{}, spec)
 	if err != nil {
 		return nil, err
 	}
-	defer release()
-	return e.run(ctx, sel, spec, p)
+	defer t.Release()
+	return t.Run(ctx, sel, p)
 }
 
 // run is Run without a slot: the function executor has its own bound.
@@ -226,17 +269,18 @@ func (e *Engine) run(ctx context.Context, sel sandbox.Selection, spec sandbox.Sp
 }
 
 // Create selects a backend for sel and creates a sandbox on it (sessions)
-// under the configured policy. The sandbox holds one of MaxRuns slots
-// until it is closed.
+// under the configured policy. The sandbox holds a run slot and the result
+// memory of its limits until it is closed.
 func (e *Engine) Create(ctx context.Context, sel sandbox.Selection, spec sandbox.Spec) (sandbox.Sandbox, error) {
-	release, err := e.admit()
+	spec, err := e.prepare(spec)
+	if err != nil {
+		return nil, err
+	}
+	release, err := e.gate.take(Owner{}, spec.Limits.ResultBytes())
 	if err != nil {
 		return nil, err
 	}
 	b, _, err := e.Select(ctx, sel)
-	if err == nil {
-		spec, err = e.prepare(spec)
-	}
 	if err == nil {
 		err = spec.Validate()
 	}
@@ -248,7 +292,7 @@ func (e *Engine) Create(ctx context.Context, sel sandbox.Selection, spec sandbox
 		release()
 		return nil, err
 	}
-	return &slotted{Sandbox: sb, release: sync.OnceFunc(release)}, nil
+	return &slotted{Sandbox: sb, release: release}, nil
 }
 
 // slotted is a sandbox that gives its slot back when it is closed.
@@ -260,16 +304,6 @@ type slotted struct {
 func (s *slotted) Close(ctx context.Context) error {
 	defer s.release()
 	return s.Sandbox.Close(ctx)
-}
-
-// admit takes one of MaxRuns slots, or refuses at once with ErrBusy.
-func (e *Engine) admit() (release func(), err error) {
-	select {
-	case e.slots <- struct{}{}:
-		return func() { <-e.slots }, nil
-	default:
-		return nil, sandbox.Errorf(sandbox.ErrBusy, "busy", "every run slot is taken (server.max_runs %d); try again later", cap(e.slots))
-	}
 }
 
 // prepare applies the configured policy and limits to a request's spec.

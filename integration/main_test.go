@@ -16,6 +16,12 @@ import (
 var binary string
 
 func TestMain(m *testing.M) {
+	// EXECBOX_TEST_BINARY runs the tests against a binary built elsewhere
+	// (an older tree's, to see a test fail there).
+	if b := os.Getenv("EXECBOX_TEST_BINARY"); b != "" {
+		binary = b
+		os.Exit(m.Run())
+	}
 	dir, err := os.MkdirTemp("", "execbox-integration-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -78,9 +78,18 @@ func startServer(t *testing.T, env []string, args ...string) *server {
 
 func launch(t *testing.T, env []string, args ...string) (*server, error) {
 	t.Helper()
+	return launchWrapped(t, nil, env, args...)
+}
+
+// launchWrapped is launch with the serve command run by wrap, a command
+// that ends by exec'ing its arguments (so the server keeps its PID), e.g.
+// a shell setting a resource limit.
+func launchWrapped(t *testing.T, wrap []string, env []string, args ...string) (*server, error) {
+	t.Helper()
 	dir := t.TempDir()
 	s := &server{t: t, work: filepath.Join(dir, "work"), auditDB: filepath.Join(dir, "audit.db"), stderr: &logBuffer{}, exited: make(chan struct{})}
-	s.cmd = exec.Command(binary, append([]string{"serve", "--listen", "127.0.0.1:0"}, args...)...)
+	argv := append(append(slices.Clone(wrap), binary, "serve", "--listen", "127.0.0.1:0"), args...)
+	s.cmd = exec.Command(argv[0], argv[1:]...)
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "EXECBOX_") {
 			s.cmd.Env = append(s.cmd.Env, kv)
@@ -298,7 +307,7 @@ func TestServeEndpoints(t *testing.T) {
 		"/v1/openapi.json": `"openapi":"3.1.0"`,
 		"/metrics":         `execbox_executions_total{backend="local",kind="run",reason="exited"} 4`,
 	} {
-		st, _, body := s.raw("GET", path, "")
+		st, _, body := s.raw("GET", path, "", "Authorization", "Bearer it-secret")
 		if st != 200 || !strings.Contains(body, want) {
 			t.Errorf("%s: %d, no %q in %.300s", path, st, want, body)
 		}
@@ -327,12 +336,13 @@ func TestServeErrorStatuses(t *testing.T) {
 	gate := filepath.Join(t.TempDir(), "gate")
 	req, _ := http.NewRequest("POST", s.url+"/v1/runs?stream=1", strings.NewReader(gateCommand(gate)))
 	req.Header.Set("Authorization", "Bearer admin-secret")
+	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	br := bufio.NewReader(resp.Body)
-	if line, err := br.ReadString('\n'); err != nil || !strings.Contains(line, "up") {
+	if line, err := br.ReadString('\n'); err != nil || !strings.Contains(line, `"data":"up\n"`) {
 		t.Fatalf("first event %q %v", line, err)
 	}
 	type want struct {

@@ -4,8 +4,14 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math"
+	"os"
+	"path/filepath"
 	"reflect"
+	"runtime"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -93,31 +99,187 @@ func (l Limits) WithDefaults(d Limits) Limits {
 	return l
 }
 
-// Validate rejects negative or nonsensical limits with ErrInvalid naming the field.
+// Bounds of the contract itself: no host can honour more, and larger
+// values would overflow the arithmetic done on them (a wall near 2^63 ns
+// plus the CPU-time slack). Every field is checked against them, whatever
+// maxima are configured.
+const (
+	MaxDuration = 1_000_000 * time.Second // wall, cpu_time: about 11.5 days, as the JSON form allows
+	MaxBytes    = 1 << 50                 // memory and every size: 1 PiB
+	MaxCPUs     = 4096
+	MaxPids     = 1 << 22 // the kernel's PID_MAX_LIMIT
+	MaxNoFile   = 1 << 20 // the kernel's default fs.nr_open
+	MaxFiles    = 1 << 20 // artifact_files
+)
+
+// Validate rejects negative or nonsensical limits with ErrInvalid naming
+// the field: a negative value, or one beyond the contract's bounds
+// (MaxDuration, MaxBytes, MaxCPUs, MaxPids, MaxNoFile, MaxFiles).
 func (l Limits) Validate() error {
-	neg := func(name string, bad bool) error {
-		if bad {
-			return Errorf(ErrInvalid, "limit_invalid", "limits.%s must not be negative", name)
+	for _, f := range l.fields() {
+		if f.v < 0 || math.IsNaN(f.v) {
+			return Errorf(ErrInvalid, "limit_invalid", "limits.%s must not be negative", f.name)
 		}
-		return nil
-	}
-	for _, c := range []struct {
-		name string
-		bad  bool
-	}{
-		{"wall", l.Wall < 0}, {"cpu_time", l.CPUTime < 0}, {"memory", l.Memory < 0},
-		{"cpus", l.CPUs < 0}, {"pids", l.Pids < 0}, {"nofile", l.NoFile < 0},
-		{"file_size", l.FileSize < 0}, {"tmp_size", l.TmpSize < 0}, {"work_size", l.WorkSize < 0},
-		{"output", l.Output < 0}, {"artifact_files", l.ArtifactFiles < 0}, {"artifact_bytes", l.ArtifactBytes < 0},
-	} {
-		if err := neg(c.name, c.bad); err != nil {
-			return err
+		if f.v > f.bound {
+			return Errorf(ErrInvalid, "limit_invalid", "limits.%s %s is beyond what any host allows (at most %s)", f.name, f.text, f.format(f.bound))
 		}
 	}
 	if l.Memory != 0 && l.Memory < 4*MiB {
 		return Errorf(ErrInvalid, "limit_invalid", "limits.memory must be at least 4 MiB")
 	}
 	return nil
+}
+
+// Within checks that every field l sets (non-zero) is at most the same
+// field of max; a zero field of max sets no maximum. The error is
+// ErrInvalid naming the field, its value and the maximum, e.g.
+// "limits.memory 3g exceeds the maximum 1g (max_limits.memory)".
+func (l Limits) Within(max Limits) error {
+	mf := max.fields()
+	for i, f := range l.fields() {
+		if m := mf[i].v; f.v != 0 && m != 0 && f.v > m {
+			return Errorf(ErrInvalid, "limit_too_high", "limits.%s %s exceeds the maximum %s (max_limits.%s)", f.name, f.text, mf[i].text, f.name)
+		}
+	}
+	return nil
+}
+
+// limitField is one numeric field of Limits, by its JSON name: its value
+// as a float64 for comparing (exact for every value within the contract's
+// bounds, which Validate checks first), its text, and the contract's bound.
+type limitField struct {
+	name  string
+	v     float64
+	text  string
+	bound float64
+	// format writes a bound or a maximum in the field's syntax.
+	format func(float64) string
+}
+
+// fields lists Limits' numeric fields (every one but OutputLimitKill) in
+// the struct's order.
+func (l Limits) fields() []limitField {
+	dur := func(v float64) string { return FormatDuration(time.Duration(v)) }
+	size := func(v float64) string { return FormatSize(int64(v)) }
+	num := func(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
+	d := func(name string, v time.Duration) limitField {
+		return limitField{name, float64(v), FormatDuration(v), float64(MaxDuration), dur}
+	}
+	b := func(name string, v int64) limitField {
+		return limitField{name, float64(v), FormatSize(v), MaxBytes, size}
+	}
+	n := func(name string, v int, bound float64) limitField {
+		return limitField{name, float64(v), strconv.Itoa(v), bound, num}
+	}
+	return []limitField{
+		d("wall", l.Wall), d("cpu_time", l.CPUTime),
+		b("memory", l.Memory),
+		{"cpus", l.CPUs, num(l.CPUs), MaxCPUs, num},
+		n("pids", l.Pids, MaxPids), n("nofile", l.NoFile, MaxNoFile),
+		b("file_size", l.FileSize), b("tmp_size", l.TmpSize), b("work_size", l.WorkSize), b("output", l.Output),
+		n("artifact_files", l.ArtifactFiles, MaxFiles),
+		b("artifact_bytes", l.ArtifactBytes),
+	}
+}
+
+// ResultBytes is the most memory a result under l may hold: both streams
+// at their output limit and the artifacts at theirs. The engine reserves
+// it for every run it admits.
+func (l Limits) ResultBytes() int64 { return 2*l.Output + l.ArtifactBytes }
+
+// MaximaFor returns the built-in maxima for a host with ram bytes of
+// memory and cpus CPUs: what a request may ask for at most, field by
+// field, unless configured otherwise (max_limits). They are never below
+// Defaults.
+//
+//	wall 60s, cpu_time 60s × cpus + 2s, cpus: the host's, pids 1024,
+//	nofile 16384, file_size 1g,
+//	memory: ram/4, at most 2g;  tmp_size, work_size: ram/8, at most 1g,
+//	output: ram/1024, at most 16m;  artifact_bytes: ram/256, at most 64m,
+//	artifact_files 1000.
+func MaximaFor(ram int64, cpus int) Limits {
+	// Whole MiB, so that they read as sizes ("768m").
+	sized := func(v, def, most int64) int64 { return max(min(v&^(MiB-1), most), def) }
+	cpus = max(cpus, 1)
+	return Limits{
+		Wall:          60 * time.Second,
+		CPUTime:       time.Duration(cpus)*60*time.Second + 2*time.Second,
+		Memory:        sized(ram/4, Defaults.Memory, 2*GiB),
+		CPUs:          float64(cpus),
+		Pids:          1024,
+		NoFile:        16384,
+		FileSize:      1 * GiB,
+		TmpSize:       sized(ram/8, Defaults.TmpSize, 1*GiB),
+		WorkSize:      sized(ram/8, Defaults.WorkSize, 1*GiB),
+		Output:        sized(ram/1024, Defaults.Output, 16*MiB),
+		ArtifactFiles: 1000,
+		ArtifactBytes: sized(ram/256, Defaults.ArtifactBytes, 64*MiB),
+	}
+}
+
+// HostMaxima is MaximaFor this host: HostMemory and runtime.NumCPU.
+func HostMaxima() Limits { return MaximaFor(HostMemory(), runtime.NumCPU()) }
+
+// ResultMemoryFor is the built-in bound on what the results of the runs in
+// flight may hold (see Limits.ResultBytes) on a host with ram bytes of
+// memory: an eighth of it, within 256 MiB–4 GiB; at the built-in maxima
+// (MaximaFor) it always holds at least two runs.
+func ResultMemoryFor(ram int64) int64 { return min(max((ram/8)&^(MiB-1), 256*MiB), 4*GiB) }
+
+// HostResultMemory is ResultMemoryFor this host's HostMemory.
+func HostResultMemory() int64 { return ResultMemoryFor(HostMemory()) }
+
+// HostMemory is the memory this process may use: the host's MemTotal, or
+// the memory limit of this process's cgroup when that is lower (execbox in
+// a container). When neither can be read it is 4 GiB.
+func HostMemory() int64 {
+	total := int64(4 * GiB)
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		for line := range strings.Lines(string(b)) {
+			if rest, ok := strings.CutPrefix(line, "MemTotal:"); ok {
+				if kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64); err == nil && kb > 0 {
+					total = kb * KiB
+				}
+			}
+		}
+	}
+	if limit := cgroupMemoryLimit(); limit > 0 && limit < total {
+		total = limit
+	}
+	return total
+}
+
+// cgroupMemoryLimit is the memory limit of this process's cgroup (v2
+// memory.max, or v1 memory.limit_in_bytes), 0 when there is none or it
+// cannot be read.
+func cgroupMemoryLimit() int64 {
+	b, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return 0
+	}
+	for line := range strings.Lines(string(b)) {
+		parts := strings.SplitN(strings.TrimSpace(line), ":", 3)
+		if len(parts) != 3 || strings.Contains(parts[2], "..") {
+			continue
+		}
+		var file string
+		switch {
+		case parts[0] == "0" && parts[1] == "":
+			file = "/sys/fs/cgroup" + parts[2] + "/memory.max"
+		case slices.Contains(strings.Split(parts[1], ","), "memory"):
+			file = "/sys/fs/cgroup/memory" + parts[2] + "/memory.limit_in_bytes"
+		default:
+			continue
+		}
+		v, err := os.ReadFile(filepath.Clean(file))
+		if err != nil {
+			continue
+		}
+		if n, err := strconv.ParseInt(strings.TrimSpace(string(v)), 10, 64); err == nil && n > 0 {
+			return n
+		}
+	}
+	return 0
 }
 
 // limitsJSON is Limits' JSON form: the same fields, durations as seconds

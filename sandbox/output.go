@@ -2,8 +2,15 @@ package sandbox
 
 import (
 	"io"
+	"strings"
 	"sync"
 )
+
+// captureChunk is the size of a Capture's storage chunks: what is kept is
+// a list of chunks of at most this many bytes, never one slice regrown by
+// append, so holding n bytes takes n bytes (plus one partial chunk), not
+// the up to twice n of a grown slice and the copy made while growing it.
+const captureChunk = 64 * KiB
 
 // Capture is an io.Writer that keeps the first limit bytes written to it,
 // drops the rest (the writer never fails, so the program is never blocked or
@@ -12,7 +19,8 @@ import (
 // capture.
 type Capture struct {
 	mu        sync.Mutex
-	buf       []byte
+	chunks    [][]byte
+	kept      int64
 	limit     int64
 	total     int64
 	tee       io.Writer
@@ -31,7 +39,7 @@ func (c *Capture) Write(p []byte) (int, error) {
 	defer c.mu.Unlock()
 	c.total += int64(len(p))
 	keep := p
-	if room := c.limit - int64(len(c.buf)); int64(len(keep)) > room {
+	if room := c.limit - c.kept; int64(len(keep)) > room {
 		keep = keep[:max(room, 0)]
 		if !c.truncated {
 			c.truncated = true
@@ -40,7 +48,7 @@ func (c *Capture) Write(p []byte) (int, error) {
 			}
 		}
 	}
-	c.buf = append(c.buf, keep...)
+	c.store(keep)
 	if c.tee != nil && len(keep) > 0 {
 		if _, err := c.tee.Write(keep); err != nil {
 			c.tee = nil
@@ -49,11 +57,51 @@ func (c *Capture) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// store appends p, which fits under the limit, to the chunks: it fills
+// the last chunk before starting another, each twice the size of the one
+// before (from 4 KiB, so a short output takes little) up to captureChunk,
+// and never larger than what the limit leaves.
+func (c *Capture) store(p []byte) {
+	for len(p) > 0 {
+		n := len(c.chunks)
+		if n == 0 || len(c.chunks[n-1]) == cap(c.chunks[n-1]) {
+			size := int64(4 * KiB)
+			if n > 0 {
+				size = 2 * int64(cap(c.chunks[n-1]))
+			}
+			size = min(size, captureChunk, c.limit-c.kept)
+			c.chunks = append(c.chunks, make([]byte, 0, size))
+			n++
+		}
+		last := c.chunks[n-1]
+		k := min(cap(last)-len(last), len(p))
+		c.chunks[n-1] = append(last, p[:k]...)
+		c.kept += int64(k)
+		p = p[k:]
+	}
+}
+
 // Bytes returns a copy of what was kept.
 func (c *Capture) Bytes() []byte {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return append([]byte(nil), c.buf...)
+	out := make([]byte, 0, c.kept)
+	for _, ch := range c.chunks {
+		out = append(out, ch...)
+	}
+	return out
+}
+
+// String returns what was kept as a string, copied once.
+func (c *Capture) String() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var b strings.Builder
+	b.Grow(int(c.kept))
+	for _, ch := range c.chunks {
+		b.Write(ch)
+	}
+	return b.String()
 }
 
 // Truncated reports whether anything was dropped.

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"sync"
 )
 
@@ -49,12 +50,30 @@ func ConfigOf[T any](s Settings, def func() *T) *T {
 	return s.Config.(*T)
 }
 
-// Root returns s.WorkRoot, or os.TempDir()/execbox when it is empty.
+// Root returns s.WorkRoot, or DefaultWorkRoot() when it is empty.
 func (s Settings) Root() string {
 	if s.WorkRoot == "" {
-		return filepath.Join(os.TempDir(), "execbox")
+		return DefaultWorkRoot()
 	}
 	return s.WorkRoot
+}
+
+// DefaultWorkRoot is the work root when none is configured: a directory
+// only execbox controls, never one in a world-writable directory another
+// user could plant first. As root it is /run/execbox; otherwise
+// $XDG_RUNTIME_DIR/execbox (a private per-user directory the session
+// manager made), or, without one, os.TempDir()/execbox-<uid>, which
+// execbox creates 0711 and refuses to use when another user got there
+// first (see internal/workdir).
+func DefaultWorkRoot() string {
+	uid := os.Geteuid()
+	if uid == 0 {
+		return "/run/execbox"
+	}
+	if x := os.Getenv("XDG_RUNTIME_DIR"); filepath.IsAbs(x) {
+		return filepath.Join(x, "execbox")
+	}
+	return filepath.Join(os.TempDir(), "execbox-"+strconv.Itoa(uid))
 }
 
 // DefaultLimits returns s.Defaults, or Defaults when it is zero.

@@ -1,6 +1,8 @@
 package sandbox
 
 import (
+	"os"
+	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -32,6 +34,27 @@ func TestReasonOf(t *testing.T) {
 	} {
 		if got := ReasonOf(sig); got != want {
 			t.Errorf("ReasonOf(%v) = %s, want %s", sig, got, want)
+		}
+	}
+}
+
+// The default work root is never os.TempDir()/execbox, which any user could
+// make first (issue 22).
+func TestDefaultWorkRoot(t *testing.T) {
+	t.Setenv("TMPDIR", "/tmpdir")
+	t.Setenv("XDG_RUNTIME_DIR", "/run/user/4242")
+	got := Settings{}.Root()
+	want := "/run/user/4242/execbox"
+	if os.Geteuid() == 0 {
+		want = "/run/execbox"
+	}
+	if got != want || (Settings{WorkRoot: "/srv/w"}).Root() != "/srv/w" {
+		t.Errorf("Root() = %q, want %q", got, want)
+	}
+	if os.Geteuid() != 0 {
+		t.Setenv("XDG_RUNTIME_DIR", "")
+		if got := DefaultWorkRoot(); got != "/tmpdir/execbox-"+strconv.Itoa(os.Geteuid()) {
+			t.Errorf("without XDG_RUNTIME_DIR: %q", got)
 		}
 	}
 }

@@ -9,8 +9,9 @@ import (
 )
 
 // Operation is what an execution was: a run, a function call, a lint or a
-// tool call. The audit log and the metrics call it "kind" (the JSON field,
-// the query parameter and the metrics label).
+// tool call; in the audit log also a failed authentication. The audit log
+// and the metrics call it "kind" (the JSON field, the query parameter and
+// the metrics label).
 type Operation string
 
 // Operations.
@@ -19,6 +20,9 @@ const (
 	OpFunction Operation = "function"
 	OpLint     Operation = "lint"
 	OpTool     Operation = "tool"
+	// OpAuth is the audit row of a failed authentication: its token is
+	// empty, its remote address and error code say who and why.
+	OpAuth Operation = "auth"
 )
 
 // AuditRecord is one execution in the audit log (GET /v1/audit).
@@ -28,7 +32,7 @@ type AuditRecord struct {
 	RequestID string    `json:"request_id,omitempty"`
 	// Token is the name of the token that asked ("anonymous" without auth).
 	Token string `json:"token"`
-	// Operation is run, function, lint or tool.
+	// Operation is run, function, lint, tool or auth.
 	Operation Operation       `json:"kind"`
 	Backend   string          `json:"backend,omitempty"`
 	Isolation string          `json:"isolation,omitempty"`
@@ -39,12 +43,16 @@ type AuditRecord struct {
 	ExitCode *int           `json:"exit_code,omitempty"`
 	Duration time.Duration  `json:"duration_ns"`
 	Usage    *sandbox.Usage `json:"usage,omitempty"`
-	// CodeSHA256 is the hex SHA-256 of the code (a run's command: its argv
-	// as a JSON array); Code is the code itself when audit.store_code is set.
+	// CodeSHA256 is the hex SHA-256 of the whole request (command or code,
+	// files, stdin, …; see internal/audit.RequestHash); Code is the code
+	// that ran (a run's command as a JSON array), at most 64 KiB of it, when
+	// audit.store_code is set.
 	CodeSHA256 string `json:"code_sha256,omitempty"`
 	Code       string `json:"code,omitempty"`
 	// ErrorCode is the stable code of a refused or failed request.
 	ErrorCode string `json:"error_code,omitempty"`
+	// Remote is the caller's IP address.
+	Remote string `json:"remote,omitempty"`
 }
 
 // Audit is GET /v1/audit.
@@ -124,9 +132,9 @@ func ParseAuditQuery(v url.Values) (AuditQuery, error) {
 		}
 	}
 	switch q.Operation {
-	case "", OpRun, OpFunction, OpLint, OpTool:
+	case "", OpRun, OpFunction, OpLint, OpTool, OpAuth:
 	default:
-		return q, invalid("kind", "%q is not run, function, lint or tool", q.Operation)
+		return q, invalid("kind", "%q is not run, function, lint, tool or auth", q.Operation)
 	}
 	return q, nil
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/execbox/execbox/engine"
 	"github.com/execbox/execbox/function"
 	"github.com/execbox/execbox/internal/config"
+	"github.com/execbox/execbox/internal/workdir"
 	"github.com/execbox/execbox/sandbox"
 )
 
@@ -31,15 +32,24 @@ func newEngine(cfg *config.Config) (*engine.Engine, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The work root is execbox's alone, or nothing starts: a root another
+	// user made first, or a symlink on its path, is refused here, before a
+	// backend reconciles (deletes) anything in it.
+	if err := workdir.MakeRoot(workRoot); err != nil {
+		return nil, err
+	}
 	return engine.New(engine.Options{
 		Backend:         cfg.Backend,
 		AllowUnisolated: cfg.AllowUnisolated,
 		Preference:      cfg.Preference,
 		Defaults:        cfg.Limits(),
-		MaxWall:         cfg.Limit.MaxWall,
+		Max:             cfg.MaxLimit,
 		Policy:          policy(cfg),
 		HealthCache:     filepath.Join(stateDir, "health.json"),
 		MaxRuns:         cfg.Server.MaxRuns,
+		ReservedRuns:    cfg.Server.AdminRuns,
+		OwnerRuns:       cfg.Server.MaxRunsPerToken,
+		ResultMemory:    cfg.Server.MaxResultMemory,
 		Functions: function.Options{
 			Concurrency:    cfg.Functions.Concurrency,
 			QueueTimeout:   cfg.Functions.QueueTimeout,

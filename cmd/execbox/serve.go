@@ -7,6 +7,8 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"runtime/debug"
+	"slices"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -33,7 +35,13 @@ printf %s SECRET | sha256sum. With no token, serve listens only on a
 loopback address.
 
 The bound address is logged ("listening", addr=…); --listen 127.0.0.1:0
-picks a free port. On SIGTERM or SIGINT, /readyz turns false, requests are
+picks a free port. Requests must name the server in Host (an IP address,
+localhost, the --listen name or server.allowed_hosts); browser pages of
+other origins are refused unless listed in server.allowed_origins; bodies
+must be application/json. Every limit a request sets has a maximum
+(max_limits), a run holds its slot and result memory until its answer is
+written (server.max_result_memory, server.write_timeout), and
+connections are bounded (server.max_connections[_per_address]). On SIGTERM or SIGINT, /readyz turns false, requests are
 still served for server.drain_delay, then the listener closes and in-flight
 requests get server.shutdown_timeout before they are cancelled.`,
 		Args: cobra.NoArgs,
@@ -57,7 +65,8 @@ func runServe(ctx context.Context, g *globals, listen string) error {
 	if err != nil {
 		return err
 	}
-	authn, err := auth.New(tokens, auth.Limits{Concurrency: cfg.Auth.Concurrency, Rate: cfg.Auth.Rate, Burst: cfg.Auth.Burst})
+	authn, err := auth.New(tokens, auth.Limits{Concurrency: cfg.Auth.Concurrency, Rate: cfg.Auth.Rate, Burst: cfg.Auth.Burst,
+		FailureRate: cfg.Auth.FailureRate, FailureBurst: cfg.Auth.FailureBurst})
 	if err != nil {
 		return err
 	}
@@ -89,24 +98,48 @@ func runServe(ctx context.Context, g *globals, listen string) error {
 		}
 		defer store.Close()
 	}
+	// The name the server was told to listen on is one of its names.
+	hosts := cfg.Server.AllowedHosts
+	if h, _, err := net.SplitHostPort(cfg.Server.Listen); err == nil && h != "" && net.ParseIP(h) == nil {
+		hosts = append(slices.Clone(hosts), h)
+	}
 	srv, err := server.New(server.Options{
-		Engine:          e,
-		Auth:            authn,
-		Audit:           store,
-		Logger:          log,
-		MaxBody:         cfg.Server.MaxBody,
-		FunctionTimeout: cfg.Functions.Timeout,
-		DrainDelay:      cfg.Server.DrainDelay,
-		ShutdownTimeout: cfg.Server.ShutdownTimeout,
+		Engine:                   e,
+		Auth:                     authn,
+		Audit:                    store,
+		Logger:                   log,
+		MaxBody:                  cfg.Server.MaxBody,
+		WriteTimeout:             cfg.Server.WriteTimeout,
+		MaxHeaderBytes:           int(cfg.Server.MaxHeaderBytes),
+		MaxConnections:           cfg.Server.MaxConnections,
+		MaxConnectionsPerAddress: cfg.Server.MaxConnectionsPerAddress,
+		AllowedHosts:             hosts,
+		AllowedOrigins:           cfg.Server.AllowedOrigins,
+		PublicMetrics:            cfg.Server.PublicMetrics,
+		FunctionTimeout:          cfg.Functions.Timeout,
+		DrainDelay:               cfg.Server.DrainDelay,
+		ShutdownTimeout:          cfg.Server.ShutdownTimeout,
 	})
 	if err != nil {
 		return err
+	}
+	// A soft memory limit makes the collector work harder before the heap
+	// outgrows what the results in flight may hold, rather than letting
+	// garbage double it (GOGC): unless GOMEMLIMIT says otherwise.
+	if _, set := os.LookupEnv("GOMEMLIMIT"); !set {
+		debug.SetMemoryLimit(memoryLimit(cfg))
 	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	log.Info("listening", "addr", ln.Addr().String(), "url", "http://"+ln.Addr().String(),
 		"tokens", authn.Names(), "audit", cfg.Audit.Path, "backend", cfg.Backend)
 	return srv.Serve(ctx, ln)
+}
+
+// memoryLimit is serve's soft memory limit: the result memory, the
+// request bodies the connections may hold, and room for the rest.
+func memoryLimit(cfg *config.Config) int64 {
+	return cfg.Server.MaxResultMemory + 4*cfg.Server.MaxBody + 256*sandbox.MiB
 }
 
 // configuredTokens are auth.tokens plus EXECBOX_TOKEN's "default" token.

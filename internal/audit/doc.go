@@ -2,11 +2,14 @@
 // function call, a lint, a tool call), refused ones included, in an
 // embedded SQLite database (modernc.org/sqlite, no cgo).
 //
-// A row (Record) holds who asked (the token's name), the operation (run,
-// function, lint, tool; the column "kind"), where it ran (backend,
-// isolation), its limits, how it ended (reason, exit code, duration,
-// usage), the SHA-256 of the code — the code itself only when
-// Options.StoreCode is set — and the stable error code of a failure.
+// A row (Record) holds who asked (the token's name and the remote
+// address), the operation (run, function, lint, tool, or auth for a failed
+// authentication; the column "kind"), where it ran (backend, isolation),
+// its limits, how it ended (reason, exit code, duration, usage), the
+// SHA-256 of the whole request (RequestHash: command or code, files,
+// stdin, …) — the code itself only when Options.StoreCode is set, only for
+// what ran, and at most MaxCode bytes of it — and the stable error code of
+// a failure.
 //
 // Record and Query are the package's own types: the HTTP API's wire types
 // (api/v1) are internal/server's to convert, so the API's JSON can change
@@ -20,7 +23,10 @@
 //   - Retention: Prune deletes rows older than Options.MaxAge and the
 //     oldest rows beyond Options.MaxRows; a Store prunes when it opens and
 //     then every PruneInterval.
-//   - Code is never stored unless StoreCode is set; its hash always is.
+//   - Code is never stored unless StoreCode is set, and then at most
+//     MaxCode bytes (cut visibly); its hash always is.
+//   - A database made by an older execbox gains the columns it lacks
+//     (remote) when opened for writing.
 //
 // Concurrency: a Store is safe for concurrent use; writes are serialised
 // on one connection. Another process may read the database while a Store

@@ -4,9 +4,11 @@ import (
 	"context"
 	"crypto/sha256"
 	"database/sql"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"hash"
 	"log/slog"
 	"net/url"
 	"os"
@@ -14,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	_ "modernc.org/sqlite" // the "sqlite" database/sql driver
 
@@ -62,7 +65,8 @@ CREATE TABLE IF NOT EXISTS executions (
 	usage       TEXT,
 	code_sha256 TEXT NOT NULL DEFAULT '',
 	code        TEXT,
-	error_code  TEXT NOT NULL DEFAULT ''
+	error_code  TEXT NOT NULL DEFAULT '',
+	remote      TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS executions_time ON executions(time_ns);
 CREATE INDEX IF NOT EXISTS executions_token ON executions(token, time_ns);
@@ -120,6 +124,10 @@ func Open(path string, o Options) (*Store, error) {
 			db.Close()
 			return nil, fmt.Errorf("creating audit schema in %s: %w", path, err)
 		}
+		if err := migrate(db); err != nil {
+			db.Close()
+			return nil, fmt.Errorf("updating the audit schema in %s: %w", path, err)
+		}
 		if _, err := s.Prune(context.Background(), time.Now()); err != nil {
 			db.Close()
 			return nil, err
@@ -130,6 +138,20 @@ func Open(path string, o Options) (*Store, error) {
 		return nil, fmt.Errorf("opening audit log %s: %w", path, err)
 	}
 	return s, nil
+}
+
+// migrate adds the columns a database made by an older execbox lacks.
+func migrate(db *sql.DB) error {
+	var n int
+	if err := db.QueryRow(`SELECT count(*) FROM pragma_table_info('executions') WHERE name = 'remote'`).Scan(&n); err != nil {
+		return err
+	}
+	if n == 0 {
+		if _, err := db.Exec(`ALTER TABLE executions ADD COLUMN remote TEXT NOT NULL DEFAULT ''`); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (s *Store) pruneLoop() {
@@ -166,6 +188,40 @@ func Hash(code string) string {
 	return hex.EncodeToString(h[:])
 }
 
+// RequestHash hashes a whole request, field by field, for code_sha256: the
+// command and the code, and with them the files, the stdin and whatever
+// else decides what runs. Each field is framed (its name, a NUL, its length
+// as 8 bytes big-endian, its bytes), so no two different requests hash
+// alike by moving bytes from one field to the next. Add fields in a fixed
+// order; file paths in sorted order.
+type RequestHash struct{ h hash.Hash }
+
+// NewRequestHash starts a request hash for an operation (run, function, …),
+// which is hashed first.
+func NewRequestHash(op string) *RequestHash {
+	r := &RequestHash{h: sha256.New()}
+	r.Field("execbox/"+op, nil)
+	return r
+}
+
+// Field adds one field.
+func (r *RequestHash) Field(name string, data []byte) {
+	var n [8]byte
+	binary.BigEndian.PutUint64(n[:], uint64(len(data)))
+	r.h.Write([]byte(name))
+	r.h.Write([]byte{0})
+	r.h.Write(n[:])
+	r.h.Write(data)
+}
+
+// Sum is the hex SHA-256 of the fields added.
+func (r *RequestHash) Sum() string { return hex.EncodeToString(r.h.Sum(nil)) }
+
+// MaxCode bounds the code a row keeps (Options.StoreCode): past it the
+// code is cut, at a character boundary, and says so; its hash always
+// covers the whole request.
+const MaxCode = 64 << 10
+
 // Record is one row: one execution.
 type Record struct {
 	ID        string
@@ -173,7 +229,8 @@ type Record struct {
 	RequestID string
 	// Token is the name of the token that asked ("anonymous" when empty).
 	Token string
-	// Operation is what the execution was: run, function, lint or tool
+	// Operation is what the execution was: run, function, lint or tool, or
+	// OpAuth for a failed authentication
 	// (the column "kind").
 	Operation string
 	// Backend and Isolation are where it ran; empty when nothing ran.
@@ -192,13 +249,18 @@ type Record struct {
 	Code       string
 	// ErrorCode is the stable code of a refused or failed request.
 	ErrorCode string
+	// Remote is the caller's address (an IP address, no port), when known.
+	Remote string
 }
 
 // Entry is what a caller records: the record plus the code, which the
-// Store hashes and keeps only if configured.
+// Store keeps only if configured.
 type Entry struct {
 	Record
-	// Code is the code that was (or would have been) run.
+	// Code is the code that ran; give it only for an execution that ran
+	// (a refused request keeps only its hash). The Store keeps at most
+	// MaxCode bytes of it, and only with Options.StoreCode. When
+	// Record.CodeSHA256 is empty, it is the SHA-256 of Code.
 	Code string
 }
 
@@ -218,13 +280,15 @@ func (s *Store) Record(ctx context.Context, e Entry) (Record, error) {
 	if r.Time.IsZero() {
 		r.Time = time.Now()
 	}
-	if r.Token == "" {
+	if r.Token == "" && r.Operation != OpAuth {
 		r.Token = "anonymous"
 	}
 	if e.Code != "" {
-		r.CodeSHA256 = Hash(e.Code)
+		if r.CodeSHA256 == "" {
+			r.CodeSHA256 = Hash(e.Code)
+		}
 		if s.opts.StoreCode {
-			r.Code = e.Code
+			r.Code = clip(e.Code)
 		}
 	}
 	var limits, usage, code any
@@ -244,14 +308,30 @@ func (s *Store) Record(ctx context.Context, e Entry) (Record, error) {
 		exit = *r.ExitCode
 	}
 	_, err := s.db.ExecContext(context.WithoutCancel(ctx), `INSERT INTO executions
-		(id, time_ns, request_id, token, kind, backend, isolation, limits, reason, exit_code, duration_ns, usage, code_sha256, code, error_code)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		(id, time_ns, request_id, token, kind, backend, isolation, limits, reason, exit_code, duration_ns, usage, code_sha256, code, error_code, remote)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		r.ID, r.Time.UnixNano(), r.RequestID, r.Token, r.Operation, r.Backend, r.Isolation, limits, r.Reason, exit,
-		int64(r.Duration), usage, r.CodeSHA256, code, r.ErrorCode)
+		int64(r.Duration), usage, r.CodeSHA256, code, r.ErrorCode, r.Remote)
 	if err != nil {
 		return r, sandbox.Errorf(sandbox.ErrInternal, "audit_failed", "writing the audit log: %w", err)
 	}
 	return r, nil
+}
+
+// OpAuth is the operation of a failed authentication's row: who tried
+// (Remote), when, and the error code; its Token is empty.
+const OpAuth = "auth"
+
+// clip cuts code to MaxCode bytes at a character boundary, saying so.
+func clip(code string) string {
+	if len(code) <= MaxCode {
+		return code
+	}
+	cut := MaxCode
+	for cut > 0 && !utf8.RuneStart(code[cut]) {
+		cut--
+	}
+	return code[:cut] + fmt.Sprintf("\n… [cut at %d of %d bytes; code_sha256 covers the whole request]", cut, len(code))
 }
 
 // Query filters the log; zero fields do not filter.
@@ -312,7 +392,7 @@ func (s *Store) Query(ctx context.Context, q Query) ([]Record, int, error) {
 		return nil, 0, fmt.Errorf("counting audit records: %w", err)
 	}
 	rows, err := s.db.QueryContext(ctx, `SELECT id, time_ns, request_id, token, kind, backend, isolation, limits, reason,
-		exit_code, duration_ns, usage, code_sha256, code, error_code FROM executions`+cond+
+		exit_code, duration_ns, usage, code_sha256, code, error_code, remote FROM executions`+cond+
 		" ORDER BY time_ns DESC, seq DESC LIMIT ?", append(args, limit)...)
 	if err != nil {
 		return nil, 0, fmt.Errorf("querying audit records: %w", err)
@@ -325,7 +405,7 @@ func (s *Store) Query(ctx context.Context, q Query) ([]Record, int, error) {
 		var limits, usage, code sql.NullString
 		var exit sql.NullInt64
 		if err := rows.Scan(&r.ID, &t, &r.RequestID, &r.Token, &r.Operation, &r.Backend, &r.Isolation, &limits, &r.Reason,
-			&exit, &dur, &usage, &r.CodeSHA256, &code, &r.ErrorCode); err != nil {
+			&exit, &dur, &usage, &r.CodeSHA256, &code, &r.ErrorCode, &r.Remote); err != nil {
 			return nil, 0, fmt.Errorf("reading audit records: %w", err)
 		}
 		r.Time, r.Duration, r.Code = time.Unix(0, t), time.Duration(dur), code.String

@@ -2,13 +2,16 @@ package audit
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"go.uber.org/goleak"
 
@@ -279,5 +282,86 @@ func TestOpenErrors(t *testing.T) {
 	os.WriteFile(notDB, []byte("this is not a database, it is long enough to have a header......................................................."), 0o600)
 	if _, err := Open(notDB, Options{}); err == nil {
 		t.Errorf("a file that is not a database opened")
+	}
+}
+
+// The request hash covers every field, framed: moving bytes from one field
+// to the next, or leaving a field out, changes it (issue 22: code_sha256
+// covered only the command, not the files).
+func TestRequestHash(t *testing.T) {
+	sum := func(fields ...string) string {
+		h := NewRequestHash("run")
+		for i := 0; i+1 < len(fields); i += 2 {
+			h.Field(fields[i], []byte(fields[i+1]))
+		}
+		return h.Sum()
+	}
+	base := sum("command", `["sh","x"]`, "file:a", "1")
+	for _, other := range []string{
+		sum("command", `["sh","x"]`, "file:a", "2"),
+		sum("command", `["sh","x"]`, "file:a1", ""),
+		sum("command", `["sh","x"]`),
+		sum("command", `["sh","x"]`, "file:a", "1", "stdin", ""),
+	} {
+		if other == base {
+			t.Errorf("two different requests hash alike")
+		}
+	}
+	if base != sum("command", `["sh","x"]`, "file:a", "1") || len(base) != 64 {
+		t.Errorf("not deterministic hex SHA-256: %s", base)
+	}
+	if NewRequestHash("run").Sum() == NewRequestHash("function").Sum() {
+		t.Errorf("the operation is not hashed")
+	}
+}
+
+// Stored code is bounded and cut visibly; the given hash is kept; a failed
+// authentication's row keeps its empty token and the remote address.
+func TestCodeBoundAndRemote(t *testing.T) {
+	ctx := context.Background()
+	s, _ := open(t, Options{StoreCode: true})
+	long := strings.Repeat("é", MaxCode) // 2 bytes each: cut inside one
+	r, err := s.Record(ctx, Entry{Record: Record{Token: "t", Operation: "run", CodeSHA256: "feed", Remote: "192.0.2.1"}, Code: long})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.CodeSHA256 != "feed" || len(r.Code) > MaxCode+100 || !utf8.ValidString(r.Code) || !strings.Contains(r.Code, "cut at 65536 of 131072 bytes") {
+		t.Fatalf("record: sha %q, %d bytes of code ending %q", r.CodeSHA256, len(r.Code), r.Code[len(r.Code)-80:])
+	}
+	if _, err := s.Record(ctx, Entry{Record: Record{Operation: OpAuth, ErrorCode: "unauthenticated", Remote: "192.0.2.2"}}); err != nil {
+		t.Fatal(err)
+	}
+	recs, _, err := s.Query(ctx, Query{})
+	if err != nil || len(recs) != 2 || recs[0].Token != "" || recs[0].Remote != "192.0.2.2" || recs[1].Remote != "192.0.2.1" {
+		t.Fatalf("%+v %v", recs, err)
+	}
+}
+
+// A database an older execbox made (without the remote column) gains it.
+func TestMigrateOldSchema(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "old.db")
+	db, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := strings.Replace(schema, ",\n\tremote      TEXT NOT NULL DEFAULT ''", "", 1)
+	if _, err := db.Exec(old); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`INSERT INTO executions (id, time_ns, token, kind) VALUES ('old', 1, 'a', 'run')`); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	s, err := Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.Record(context.Background(), Entry{Record: Record{Token: "b", Operation: "run", Remote: "::1"}}); err != nil {
+		t.Fatal(err)
+	}
+	recs, total, err := s.Query(context.Background(), Query{})
+	if err != nil || total != 2 || recs[0].Remote != "::1" || recs[1].ID != "old" {
+		t.Fatalf("%+v %d %v", recs, total, err)
 	}
 }

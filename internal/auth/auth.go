@@ -124,24 +124,29 @@ func checkName(name string) error {
 	return nil
 }
 
-// Limits are the per-token limits of tokens that set none; zero is
-// unlimited.
+// Limits are the per-token limits of tokens that set none, and the bound
+// on failed authentications per remote address; zero is unlimited.
 type Limits struct {
 	Concurrency int
 	Rate        float64
 	Burst       int
+	// FailureRate (per second) and FailureBurst bound the failed
+	// authentications of one remote address (Check).
+	FailureRate  float64
+	FailureBurst int
 }
 
 // Authenticator checks bearer tokens.
 type Authenticator struct {
-	ids  []*Identity
-	anon *Identity
+	ids      []*Identity
+	anon     *Identity
+	failures *failures
 }
 
 // New returns an Authenticator for tokens; def fills the limits a token
 // leaves unset.
 func New(tokens []Token, def Limits) (*Authenticator, error) {
-	a := &Authenticator{}
+	a := &Authenticator{failures: newFailures(def.FailureRate, def.FailureBurst)}
 	names := map[string]bool{}
 	hashes := map[[sha256.Size]byte]bool{}
 	for _, t := range tokens {
@@ -203,6 +208,34 @@ func (a *Authenticator) Authenticate(header string) (*Identity, error) {
 		return nil, sandbox.Errorf(sandbox.ErrDenied, CodeUnauthenticated, "the bearer token is not valid")
 	}
 	return found, nil
+}
+
+// Check is Authenticate for a request from the remote address addr (an IP
+// address, without the port), bounding failed authentications per address
+// (Limits.FailureRate and FailureBurst). A failed authentication is a
+// request that presents credentials (any Authorization header) matching
+// no token; each spends one of addr's budget, and while it is spent the
+// address's requests that present credentials are refused before they are
+// looked at, with a *BusyError (ErrBusy, code CodeAuthThrottled), so
+// guessing a secret is slow. A request without credentials is refused as
+// by Authenticate and spends nothing: it guesses nothing, and counting it
+// would let anyone on an address shut that address's clients out. With no
+// token configured Check admits everyone as Authenticate does.
+func (a *Authenticator) Check(addr, header string) (*Identity, error) {
+	if !a.Enabled() {
+		return a.anon, nil
+	}
+	if header == "" {
+		return a.Authenticate(header)
+	}
+	if err := a.failures.check(addr); err != nil {
+		return nil, err
+	}
+	id, err := a.Authenticate(header)
+	if err != nil {
+		a.failures.failed(addr)
+	}
+	return id, err
 }
 
 // Identity is who a request is: a token, or anonymous.

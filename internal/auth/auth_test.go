@@ -2,6 +2,7 @@ package auth
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -198,5 +199,67 @@ func TestDefaultLimits(t *testing.T) {
 	d, _ := a.Authenticate("Bearer x")
 	if o.concurrency != 5 || o.rate != 10 || d.concurrency != 1 || d.rate != 10 || a.anon.concurrency != 1 {
 		t.Fatalf("own %+v default %+v", o, d)
+	}
+}
+
+// TestCheckThrottlesFailures: failed authentications are bounded per remote
+// address (issue 22: they were neither rate-limited nor audited); past the
+// budget the address is refused before its token is looked at, even a
+// valid one, and other addresses are not affected; the budget refills.
+func TestCheckThrottlesFailures(t *testing.T) {
+	a, err := New([]Token{FromSecret("right")}, Limits{FailureRate: 0.5, FailureBurst: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Unix(1000, 0)
+	a.failures.now = func() time.Time { return now }
+	if id, err := a.Check("10.0.0.1", "Bearer right"); err != nil || id.Name != DefaultName {
+		t.Fatalf("valid: %v %v", id, err)
+	}
+	for i := range 3 {
+		if _, err := a.Check("10.0.0.1", "Bearer wrong"); !errors.Is(err, sandbox.ErrDenied) {
+			t.Fatalf("failure %d: %v, want unauthenticated", i, err)
+		}
+	}
+	_, err = a.Check("10.0.0.1", "Bearer right")
+	var be *BusyError
+	if !errors.As(err, &be) || sandbox.CodeOf(err) != CodeAuthThrottled || be.RetryAfter() != 2*time.Second {
+		t.Fatalf("past the budget, even the right token: %v, want %s with a 2s retry", err, CodeAuthThrottled)
+	}
+	if _, err := a.Check("10.0.0.2", "Bearer right"); err != nil {
+		t.Fatalf("another address: %v", err)
+	}
+	// No credentials: refused as ever, never throttled, spending nothing.
+	for range 10 {
+		if _, err := a.Check("10.0.0.2", ""); !errors.Is(err, sandbox.ErrDenied) {
+			t.Fatalf("no credentials: %v", err)
+		}
+	}
+	if _, err := a.Check("10.0.0.2", "Bearer right"); err != nil {
+		t.Fatalf("after requests without credentials: %v", err)
+	}
+	now = now.Add(2 * time.Second)
+	if _, err := a.Check("10.0.0.1", "Bearer right"); err != nil {
+		t.Fatalf("after the refill: %v", err)
+	}
+	// The addresses remembered are bounded.
+	for i := range maxFailureAddrs + 100 {
+		a.Check(fmt.Sprintf("10.1.%d.%d", i/256, i%256), "Bearer wrong")
+	}
+	if n := len(a.failures.addrs); n > maxFailureAddrs {
+		t.Fatalf("%d addresses remembered", n)
+	}
+	// Without tokens, everyone is anonymous; without a bound, nothing is
+	// throttled.
+	open, _ := New(nil, Limits{FailureRate: 1})
+	if id, err := open.Check("x", ""); err != nil || id.Name != Anonymous {
+		t.Fatalf("no tokens: %v %v", id, err)
+	}
+	free, _ := New([]Token{FromSecret("s")}, Limits{})
+	for range 100 {
+		free.Check("x", "Bearer wrong")
+	}
+	if _, err := free.Check("x", "Bearer s"); err != nil {
+		t.Fatalf("no failure bound: %v", err)
 	}
 }

@@ -18,8 +18,13 @@
 //   - Admit enforces a token's rate (a token bucket) and its concurrency
 //     (in-flight executions); refusals are sandbox.ErrBusy with a
 //     Retry-After hint (RetryAfter).
+//   - Check bounds failed authentications per remote address (a token
+//     bucket, Limits.FailureRate and FailureBurst, over at most 4096
+//     addresses): while an address's budget is spent its requests are
+//     refused before their token is looked at (ErrBusy, CodeAuthThrottled),
+//     so guessing secrets is slow and floods of bad tokens are cheap.
 //   - Errors carry this package's codes (CodeUnauthenticated,
-//     CodeRateLimited, CodeTooManyInFlight); the HTTP API documents the
+//     CodeRateLimited, CodeTooManyInFlight, CodeAuthThrottled); the HTTP API documents the
 //     same codes in api/v1, which this package does not import.
 //
 // Concurrency: an Authenticator and its Identities are safe for concurrent

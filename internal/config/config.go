@@ -24,15 +24,23 @@ type Config struct {
 	AllowUnisolated bool `yaml:"allow_unisolated"`
 	// Preference breaks ties within an isolation level when Backend is auto.
 	Preference []string `yaml:"preference"`
-	// Limit holds the default limits of every run (key "limits"); per-request
-	// values override them, capped by MaxWall.
-	Limit LimitSection `yaml:"limits"`
+	// Limit holds the default limits of every run (key "limits"); a
+	// request's own values override them, each at most its maximum.
+	Limit sandbox.Limits `yaml:"limits"`
+	// MaxLimit holds the largest value a request may ask for, field by field
+	// (key "max_limits"; its keys are those of limits but
+	// output_limit_kill). Built in: sandbox.HostMaxima(), sized to this
+	// host. A request over one is refused naming the field.
+	MaxLimit sandbox.Limits `yaml:"max_limits"`
 	// EnvAllowlist and EnvAllowPrefix let more host variables into sandboxes.
 	EnvAllowlist   []string `yaml:"env_allowlist"`
 	EnvAllowPrefix []string `yaml:"env_allowprefix"`
 	// RunAsUser runs the local backend's processes as this host user.
 	RunAsUser string `yaml:"run_as_user"`
-	// WorkRoot is where work dirs are made; "" means os.TempDir()/execbox.
+	// WorkRoot is where work dirs are made; "" means
+	// sandbox.DefaultWorkRoot(): /run/execbox as root, else
+	// $XDG_RUNTIME_DIR/execbox or /tmp/execbox-<uid>. It must be execbox's
+	// alone (internal/workdir.MakeRoot checks it at start).
 	WorkRoot string `yaml:"work_root"`
 	// StateDir holds state across restarts; "" means /var/lib/execbox as
 	// root, else $XDG_STATE_HOME/execbox.
@@ -44,13 +52,6 @@ type Config struct {
 	Log       LogSection       `yaml:"log"`
 	// Backends are the registered backends' sections, by name.
 	Backends map[string]any `yaml:"-"`
-}
-
-// LimitSection is the contract's Limits (its keys are their JSON names)
-// plus the cap on per-request walls.
-type LimitSection struct {
-	sandbox.Limits `yaml:",inline"`
-	MaxWall        time.Duration `yaml:"max_wall"` // largest wall a request may ask for
 }
 
 // FunctionsSection configures function calls.
@@ -67,6 +68,43 @@ type ServerSection struct {
 	// MaxRuns is the most runs (POST /v1/runs) at once; more are answered
 	// busy. 0 = number of CPUs. Function calls have functions.concurrency.
 	MaxRuns int `yaml:"max_runs"`
+	// MaxRunsPerToken is the most run slots one non-admin token holds at
+	// once; 0 = half of max_runs (at least 1). Applies when tokens are
+	// configured.
+	MaxRunsPerToken int `yaml:"max_runs_per_token"`
+	// AdminRuns are run slots only admin tokens may take, so that no other
+	// token can lock an admin out; at most max_runs − 1 of them are kept
+	// (none with one slot). Applies when tokens are configured.
+	AdminRuns int `yaml:"admin_runs"`
+	// MaxResultMemory bounds the output and artifacts the runs in flight
+	// may hold: each run reserves 2 × output + artifact_bytes of its limits
+	// from admission until its answer is written, and one that does not
+	// fit is answered busy. Built in: 1/8 of this host's memory, within
+	// 256m–4g.
+	MaxResultMemory int64 `yaml:"max_result_memory"`
+	// WriteTimeout bounds writing one answer (and each event of a stream)
+	// from its first byte: a client that does not read is cut off, and its
+	// run slot freed.
+	WriteTimeout time.Duration `yaml:"write_timeout"`
+	// MaxConnections is the most connections open at once, and
+	// MaxConnectionsPerAddress the most from one remote address; past them
+	// the oldest connection not serving an authenticated request is closed
+	// for the new one. 0 = from the open-file limit (half of it, within
+	// 16–4096) and a quarter of max_connections (at least 8).
+	MaxConnections           int `yaml:"max_connections"`
+	MaxConnectionsPerAddress int `yaml:"max_connections_per_address"`
+	// MaxHeaderBytes bounds a request's header (431 over it).
+	MaxHeaderBytes int64 `yaml:"max_header_bytes"`
+	// AllowedHosts are the host names (besides IP addresses, localhost and
+	// the listen address's host) a request's Host may name; others are
+	// refused (DNS rebinding). "*" allows any.
+	AllowedHosts []string `yaml:"allowed_hosts"`
+	// AllowedOrigins are the web origins ("https://app.example.com") whose
+	// pages may call the API from a browser (CORS); other cross-origin
+	// requests are refused.
+	AllowedOrigins []string `yaml:"allowed_origins"`
+	// PublicMetrics serves /metrics without a token.
+	PublicMetrics bool `yaml:"public_metrics"`
 	// DrainDelay is how long, after SIGTERM, /readyz answers false while
 	// requests are still served, so load balancers stop sending new ones.
 	DrainDelay time.Duration `yaml:"drain_delay"`
@@ -87,6 +125,11 @@ type AuthSection struct {
 	Concurrency int     `yaml:"concurrency"`
 	Rate        float64 `yaml:"rate"`
 	Burst       int     `yaml:"burst"`
+	// FailureRate and FailureBurst bound failed authentications per remote
+	// address (per second, and at once): past them the address's requests
+	// are answered 429 without their token being checked. 0 = no bound.
+	FailureRate  float64 `yaml:"failure_rate"`
+	FailureBurst int     `yaml:"failure_burst"`
 }
 
 // AuditSection configures the audit log.
@@ -109,15 +152,20 @@ func Default() *Config {
 	c := &Config{
 		Backend:        "auto",
 		Preference:     []string{"native", "bwrap", "docker"},
-		Limit:          LimitSection{Limits: sandbox.Defaults, MaxWall: 60 * time.Second},
+		Limit:          sandbox.Defaults,
+		MaxLimit:       sandbox.HostMaxima(),
 		EnvAllowlist:   []string{},
 		EnvAllowPrefix: []string{},
 		Functions:      FunctionsSection{Timeout: 15 * time.Second},
-		Server:         ServerSection{Listen: "127.0.0.1:8080", MaxBody: sandbox.MiB, ShutdownTimeout: 30 * time.Second},
-		Auth:           AuthSection{Tokens: []string{}},
-		Audit:          AuditSection{MaxAge: 720 * time.Hour, MaxRows: 1_000_000},
-		Log:            LogSection{Format: "text", Level: "info"},
-		Backends:       map[string]any{},
+		Server: ServerSection{
+			Listen: "127.0.0.1:8080", MaxBody: sandbox.MiB, AdminRuns: 1, MaxResultMemory: DefaultResultMemory(sandbox.HostMemory()),
+			WriteTimeout: 60 * time.Second, MaxHeaderBytes: 16 * sandbox.KiB, AllowedHosts: []string{}, AllowedOrigins: []string{},
+			ShutdownTimeout: 30 * time.Second,
+		},
+		Auth:     AuthSection{Tokens: []string{}, FailureRate: 1, FailureBurst: 10},
+		Audit:    AuditSection{MaxAge: 720 * time.Hour, MaxRows: 1_000_000},
+		Log:      LogSection{Format: "text", Level: "info"},
+		Backends: map[string]any{},
 	}
 	for _, name := range sandbox.Names() {
 		if r, _ := sandbox.Lookup(name); r.Config != nil {
@@ -129,19 +177,24 @@ func Default() *Config {
 
 // Limits returns the configured default limits in the contract's type.
 // CPUTime stays zero unless set, so it is derived from Wall.
-func (c *Config) Limits() sandbox.Limits { return c.Limit.Limits }
+func (c *Config) Limits() sandbox.Limits { return c.Limit }
+
+// DefaultResultMemory is server.max_result_memory's built-in value for a
+// host with ram bytes of memory: sandbox.ResultMemoryFor, an eighth of it
+// within 256 MiB–4 GiB.
+func DefaultResultMemory(ram int64) int64 { return sandbox.ResultMemoryFor(ram) }
 
 // BackendConfig returns the named backend's section, for
 // sandbox.Settings.Config; nil when it has none.
 func (c *Config) BackendConfig(name string) any { return c.Backends[name] }
 
 // Dirs returns WorkRoot and StateDir with their empty defaults resolved for
-// this process: os.TempDir()/execbox, and /var/lib/execbox as root, else
-// $XDG_STATE_HOME/execbox ($HOME/.local/state/execbox when unset).
+// this process: sandbox.DefaultWorkRoot(), and /var/lib/execbox as root,
+// else $XDG_STATE_HOME/execbox ($HOME/.local/state/execbox when unset).
 func (c *Config) Dirs() (workRoot, stateDir string, err error) {
 	workRoot, stateDir = c.WorkRoot, c.StateDir
 	if workRoot == "" {
-		workRoot = filepath.Join(os.TempDir(), "execbox")
+		workRoot = sandbox.DefaultWorkRoot()
 	}
 	if stateDir != "" {
 		return workRoot, stateDir, nil

@@ -25,6 +25,15 @@ func TestDefaults(t *testing.T) {
 	if got := c.Limits(); got != sandbox.Defaults {
 		t.Errorf("Limits() = %+v, want sandbox.Defaults %+v", got, sandbox.Defaults)
 	}
+	// Every limit has a maximum, sized to this host (issue 22), and the
+	// result memory holds a run at the maxima.
+	if c.MaxLimit != sandbox.HostMaxima() || c.Server.MaxResultMemory != DefaultResultMemory(sandbox.HostMemory()) ||
+		c.Server.MaxResultMemory < c.MaxLimit.ResultBytes() {
+		t.Errorf("maxima %+v, result memory %d", c.MaxLimit, c.Server.MaxResultMemory)
+	}
+	if DefaultResultMemory(1<<40) != 4<<30 || DefaultResultMemory(1<<30) != 256<<20 || DefaultResultMemory(8<<30) != 1<<30 {
+		t.Errorf("DefaultResultMemory is not an eighth of memory within 256m–4g")
+	}
 	// Load with nothing is the defaults.
 	l, p, err := Load("", nil, nil)
 	if err != nil || p.File != "" {
@@ -47,7 +56,7 @@ func TestDefaults(t *testing.T) {
 func TestLimitsConversion(t *testing.T) {
 	c := Default()
 	for key, val := range map[string]string{
-		"limits.wall": "3s", "limits.max_wall": "1m", "limits.memory": "100m", "limits.cpus": "0.5", "limits.pids": "7",
+		"limits.wall": "3s", "max_limits.wall": "1m", "limits.memory": "100m", "limits.cpus": "0.5", "limits.pids": "7",
 		"limits.nofile": "99", "limits.file_size": "1", "limits.tmp_size": "2", "limits.work_size": "3", "limits.output": "4",
 		"limits.output_limit_kill": "true", "limits.artifact_files": "5", "limits.artifact_bytes": "6", "limits.cpu_time": "9s",
 	} {
@@ -59,8 +68,8 @@ func TestLimitsConversion(t *testing.T) {
 		Wall: 3 * time.Second, CPUTime: 9 * time.Second, Memory: 100 << 20, CPUs: 0.5, Pids: 7, NoFile: 99,
 		FileSize: 1, TmpSize: 2, WorkSize: 3, Output: 4, OutputLimitKill: true, ArtifactFiles: 5, ArtifactBytes: 6,
 	}
-	if got := c.Limits(); got != want || c.Limit.MaxWall != time.Minute {
-		t.Errorf("Limits() = %+v (max_wall %v), want %+v", got, c.Limit.MaxWall, want)
+	if got := c.Limits(); got != want || c.MaxLimit.Wall != time.Minute {
+		t.Errorf("Limits() = %+v (max wall %v), want %+v", got, c.MaxLimit.Wall, want)
 	}
 }
 
@@ -78,11 +87,18 @@ func TestValidate(t *testing.T) {
 		{"preference empty list", "", func(c *Config) { c.Preference = nil }},
 		{"preference blank", "preference", func(c *Config) { c.Preference = []string{"native", ""} }},
 		{"preference repeated", "preference", func(c *Config) { c.Preference = []string{"native", "native"} }},
-		{"wall = max_wall", "", func(c *Config) { c.Limit.Wall = c.Limit.MaxWall }},
-		{"wall > max_wall", "limits.wall", func(c *Config) { c.Limit.Wall = c.Limit.MaxWall + time.Nanosecond }},
+		{"wall = max wall", "", func(c *Config) { c.Limit.Wall = c.MaxLimit.Wall }},
+		{"wall > max wall", "limits.wall", func(c *Config) { c.Limit.Wall = c.MaxLimit.Wall + time.Nanosecond }},
 		{"wall 1ns", "", func(c *Config) { c.Limit.Wall = time.Nanosecond }},
 		{"wall 0", "limits.wall", func(c *Config) { c.Limit.Wall = 0 }},
-		{"max_wall 0", "limits.max_wall", func(c *Config) { c.Limit.MaxWall = 0 }},
+		{"max wall 0", "max_limits.wall", func(c *Config) { c.MaxLimit.Wall = 0 }},
+		{"memory = max", "", func(c *Config) { c.Limit.Memory = c.MaxLimit.Memory }},
+		{"memory > max", "limits.memory", func(c *Config) { c.Limit.Memory = c.MaxLimit.Memory + 1 }},
+		{"output > max", "limits.output", func(c *Config) { c.Limit.Output = c.MaxLimit.Output + 1 }},
+		{"max memory below 4m", "max_limits.memory", func(c *Config) { c.MaxLimit.Memory = 4<<20 - 1 }},
+		{"max pids absurd", "max_limits", func(c *Config) { c.MaxLimit.Pids = 1 << 31 }},
+		{"max output 0", "max_limits.output", func(c *Config) { c.MaxLimit.Output = 0 }},
+		{"max artifact_files 0", "max_limits.artifact_files", func(c *Config) { c.MaxLimit.ArtifactFiles = 0 }},
 		{"memory 4m", "", func(c *Config) { c.Limit.Memory = 4 << 20 }},
 		{"memory below 4m", "limits.memory", func(c *Config) { c.Limit.Memory = 4<<20 - 1 }},
 		{"memory negative", "limits.memory", func(c *Config) { c.Limit.Memory = -1 }},
@@ -109,8 +125,8 @@ func TestValidate(t *testing.T) {
 		{"concurrency 0", "", func(c *Config) { c.Functions.Concurrency = 0 }},
 		{"concurrency negative", "functions.concurrency", func(c *Config) { c.Functions.Concurrency = -1 }},
 		{"queue_timeout negative", "functions.queue_timeout", func(c *Config) { c.Functions.QueueTimeout = -1 }},
-		{"fn timeout = max_wall", "", func(c *Config) { c.Functions.Timeout = c.Limit.MaxWall }},
-		{"fn timeout > max_wall", "functions.timeout", func(c *Config) { c.Functions.Timeout = c.Limit.MaxWall + 1 }},
+		{"fn timeout = max wall", "", func(c *Config) { c.Functions.Timeout = c.MaxLimit.Wall }},
+		{"fn timeout > max wall", "functions.timeout", func(c *Config) { c.Functions.Timeout = c.MaxLimit.Wall + 1 }},
 		{"fn timeout 0", "functions.timeout", func(c *Config) { c.Functions.Timeout = 0 }},
 		{"rootfs absolute", "", func(c *Config) { native(c).RootFS = []string{"/usr"} }},
 		{"rootfs relative", "native.rootfs", func(c *Config) { native(c).RootFS = []string{"usr"} }},
@@ -125,6 +141,26 @@ func TestValidate(t *testing.T) {
 		{"max_age negative", "audit.max_age", func(c *Config) { c.Audit.MaxAge = -1 }},
 		{"max_runs 0", "", func(c *Config) { c.Server.MaxRuns = 0 }},
 		{"max_runs negative", "server.max_runs", func(c *Config) { c.Server.MaxRuns = -1 }},
+		{"admin_runs below max_runs", "", func(c *Config) { c.Server.MaxRuns, c.Server.AdminRuns = 4, 3 }},
+		{"admin_runs = max_runs (kept to max_runs − 1)", "", func(c *Config) { c.Server.MaxRuns, c.Server.AdminRuns = 1, 1 }},
+		{"admin_runs negative", "server.admin_runs", func(c *Config) { c.Server.AdminRuns = -1 }},
+		{"max_runs_per_token negative", "server.max_runs_per_token", func(c *Config) { c.Server.MaxRunsPerToken = -1 }},
+		{"result memory holds one run", "", func(c *Config) { c.Server.MaxResultMemory = c.MaxLimit.ResultBytes() }},
+		{"result memory below one run", "server.max_result_memory", func(c *Config) { c.Server.MaxResultMemory = c.MaxLimit.ResultBytes() - 1 }},
+		{"write_timeout 0", "server.write_timeout", func(c *Config) { c.Server.WriteTimeout = 0 }},
+		{"max_connections negative", "server.max_connections", func(c *Config) { c.Server.MaxConnections = -1 }},
+		{"per address above max", "server.max_connections_per_address", func(c *Config) { c.Server.MaxConnections, c.Server.MaxConnectionsPerAddress = 10, 11 }},
+		{"header bytes 1m", "", func(c *Config) { c.Server.MaxHeaderBytes = 1 << 20 }},
+		{"header bytes over 1m", "server.max_header_bytes", func(c *Config) { c.Server.MaxHeaderBytes = 1<<20 + 1 }},
+		{"allowed hosts", "", func(c *Config) { c.Server.AllowedHosts = []string{"execbox.internal", "*"} }},
+		{"allowed host with port", "server.allowed_hosts", func(c *Config) { c.Server.AllowedHosts = []string{"execbox.internal:8080"} }},
+		{"allowed host URL", "server.allowed_hosts", func(c *Config) { c.Server.AllowedHosts = []string{"http://x"} }},
+		{"allowed origins", "", func(c *Config) {
+			c.Server.AllowedOrigins = []string{"https://app.example.com", "http://localhost:3000"}
+		}},
+		{"allowed origin with path", "server.allowed_origins", func(c *Config) { c.Server.AllowedOrigins = []string{"https://app.example.com/x"} }},
+		{"allowed origin *", "server.allowed_origins", func(c *Config) { c.Server.AllowedOrigins = []string{"*"} }},
+		{"failure_rate negative", "auth.failure_rate", func(c *Config) { c.Auth.FailureRate = -1 }},
 		{"drain_delay 0", "", func(c *Config) { c.Server.DrainDelay = 0 }},
 		{"drain_delay negative", "server.drain_delay", func(c *Config) { c.Server.DrainDelay = -1 }},
 		{"shutdown_timeout 1ns", "", func(c *Config) { c.Server.ShutdownTimeout = 1 }},
@@ -297,9 +333,16 @@ func TestDirs(t *testing.T) {
 	}
 	t.Setenv("XDG_STATE_HOME", "/xdg")
 	t.Setenv("TMPDIR", "/tmpdir")
+	t.Setenv("XDG_RUNTIME_DIR", "/run/user/1000")
+	// Never a shared directory another user could plant first (issue 22):
+	// /run/execbox as root, the user's runtime dir otherwise.
 	w, s, err := Default().Dirs()
-	if err != nil || w != "/tmpdir/execbox" {
-		t.Errorf("work root = %q, %v", w, err)
+	wantRoot := "/run/user/1000/execbox"
+	if os.Geteuid() == 0 {
+		wantRoot = "/run/execbox"
+	}
+	if err != nil || w != wantRoot {
+		t.Errorf("work root = %q, %v, want %q", w, err, wantRoot)
 	}
 	want := "/xdg/execbox"
 	if os.Geteuid() == 0 {

@@ -4,11 +4,15 @@
 //
 // Layers, each overriding the one before: Default, the file, EXECBOX_*
 // variables, flags. Per-request values come last and are the engine's to
-// apply, capped by limits.max_wall.
+// apply, each at most its maximum under max_limits (built in: sized to the
+// host, sandbox.HostMaxima). The default limits must lie within the
+// maxima, and server.max_result_memory must hold one run at the maxima.
 //
 // Invariants:
 //   - Strict: an unknown key in the file or in a flag is an error naming it
-//     (with the file's line); a value that does not parse is an error naming
+//     (with the file's line); a key that was replaced (limits.max_wall, now
+//     max_limits.wall) is an error naming its replacement, in the
+//     environment too; a value that does not parse is an error naming
 //     the key and the file line, variable or flag. An EXECBOX_* variable that
 //     names no key is ignored and never matched to a nearby key.
 //   - One syntax everywhere: Set, the environment and flags parse the same

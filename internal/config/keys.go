@@ -96,6 +96,32 @@ var table = sync.OnceValue(func() *keyTable {
 
 var durationType = reflect.TypeFor[time.Duration]()
 
+// notKeys are fields of a section's type that are not keys of it:
+// max_limits is a sandbox.Limits, but a flag has no maximum.
+var notKeys = map[string]bool{"max_limits.output_limit_kill": true}
+
+// movedKeys are keys that were replaced: setting one is an error naming
+// its replacement, never silently ignored.
+var movedKeys = map[string]string{"limits.max_wall": "max_limits.wall"}
+
+// moved is the error for a replaced key set by source ("" for the file
+// and Set, "flag", "env NAME"), nil when key was not replaced.
+func moved(key, source string) error {
+	to, ok := movedKeys[key]
+	if !ok {
+		return nil
+	}
+	if source != "" {
+		source += ": "
+	}
+	return sandbox.Errorf(sandbox.ErrInvalid, "config_unknown_key", "%s%s was replaced by %s (every limit has a maximum now, under max_limits)", source, key, to)
+}
+
+// envOf is the environment variable of key.
+func envOf(key string) string {
+	return "EXECBOX_" + strings.ToUpper(strings.ReplaceAll(key, ".", "_"))
+}
+
 // walkFields lists the keys of struct type t. A field's key is its yaml
 // tag, else its json tag's name (the limits come from sandbox.Limits,
 // whose JSON names are the keys); "-" skips it, ",inline" flattens it.
@@ -109,7 +135,7 @@ func walkFields(t reflect.Type, prefix string, index []int, backend string) []*f
 		}
 		idx := append(slices.Clone(index), i)
 		switch {
-		case tag == "-" || !sf.IsExported():
+		case tag == "-" || !sf.IsExported() || notKeys[prefix+tag]:
 			continue
 		case opts == "inline":
 			out = append(out, walkFields(sf.Type, prefix, idx, backend)...)
@@ -143,7 +169,7 @@ func walkFields(t reflect.Type, prefix string, index []int, backend string) []*f
 		out = append(out, &field{
 			key:     key,
 			name:    tag,
-			env:     "EXECBOX_" + strings.ToUpper(strings.ReplaceAll(key, ".", "_")),
+			env:     envOf(key),
 			syntax:  k,
 			backend: backend,
 			index:   idx,
@@ -186,6 +212,9 @@ func EnvName(key string) string {
 func (c *Config) Set(key, raw string) error {
 	f, ok := table().byKey[key]
 	if !ok {
+		if err := moved(key, ""); err != nil {
+			return err
+		}
 		return sandbox.Errorf(sandbox.ErrInvalid, "config_unknown_key", "unknown key %q%s", key, suggest(key))
 	}
 	if err := f.set(c, raw, nil); err != nil {

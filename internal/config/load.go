@@ -56,6 +56,9 @@ func Load(path string, env []string, flags map[string]string) (*Config, *Provena
 	for _, key := range sortedKeys(flags) {
 		f, ok := table().byKey[key]
 		if !ok {
+			if err := moved(key, "flag"); err != nil {
+				return nil, nil, err
+			}
 			return nil, nil, sandbox.Errorf(sandbox.ErrInvalid, "config_unknown_key", "flag %s: unknown key%s", key, suggest(key))
 		}
 		if err := f.set(c, flags[key], nil); err != nil {
@@ -99,6 +102,11 @@ func applyEnv(c *Config, p *Provenance, env []string) error {
 	for _, name := range sortedKeys(vars) {
 		f, ok := table().byEnv[name]
 		if !ok {
+			for key := range movedKeys {
+				if envOf(key) == name {
+					return moved(key, "env "+name)
+				}
+			}
 			// Ignored, never matched to the nearest key: a typo must not
 			// quietly configure something else.
 			if !nonKeyEnv[name] {
@@ -198,6 +206,9 @@ func (d *fileDecoder) section(n *yaml.Node, prefix string) error {
 		}
 		f, ok := table().byKey[key]
 		if !ok {
+			if err := moved(key, ""); err != nil {
+				return d.errorf(kn.Line, "%s", err.Error())
+			}
 			return d.errorf(kn.Line, "unknown key %q%s", key, suggest(key))
 		}
 		if err := d.value(f, vn); err != nil {

@@ -221,7 +221,9 @@ func TestFileErrors(t *testing.T) {
 		{"repeated section", "log:\n  level: info\nlog:\n  format: json\n", []string{":3:", `"log" is set again`}},
 		{"two documents", "backend: auto\n---\nbackend: off\n", []string{"one YAML document"}},
 		{"bad yaml", "backend: [\n", []string{"parsing"}},
-		{"validation", "limits:\n  wall: 2m\n", []string{"limits.wall: 2m is above limits.max_wall (1m)", "(set by file "}},
+		{"validation", "limits:\n  wall: 2m\n", []string{"limits.wall: 2m exceeds the maximum 1m (max_limits.wall)", "(set by file "}},
+		{"moved key", "limits:\n  max_wall: 2m\n", []string{":2:", "limits.max_wall was replaced by max_limits.wall"}},
+		{"no maximum for a flag", "max_limits:\n  output_limit_kill: true\n", []string{":2:", `unknown key "max_limits.output_limit_kill"`}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -253,7 +255,8 @@ run_as_user: 1000
 limits:
   memory: 1073741824
   wall: 20
-  max_wall: 1h30m
+max_limits:
+  wall: 1h30m
 env_allowlist:      # every item commented out
 native:
   rootfs: [/usr, /lib]
@@ -265,7 +268,7 @@ docker:             # nothing set
 		t.Fatal(err)
 	}
 	if c.Backend != "native" || c.RunAsUser != "1000" || c.Limit.Memory != 1<<30 || c.Limit.Wall != 20*time.Second ||
-		c.Limit.MaxWall != 90*time.Minute || len(c.EnvAllowlist) != 0 || !reflect.DeepEqual(native(c).RootFS, []string{"/usr", "/lib"}) ||
+		c.MaxLimit.Wall != 90*time.Minute || len(c.EnvAllowlist) != 0 || !reflect.DeepEqual(native(c).RootFS, []string{"/usr", "/lib"}) ||
 		docker(c).Image != "execbox-python:latest" {
 		t.Errorf("config = %+v", c)
 	}
@@ -333,7 +336,10 @@ func TestBadValuesNameTheirSource(t *testing.T) {
 		{env: []string{"EXECBOX_FUNCTIONS_CONCURRENCY=many"}, want: []string{"EXECBOX_FUNCTIONS_CONCURRENCY", `invalid whole number`}},
 		{flags: map[string]string{"limits.wall": "abc"}, want: []string{"flag limits.wall", `invalid duration "abc"`}},
 		{flags: map[string]string{"limits.memroy": "1g"}, want: []string{"flag limits.memroy", `unknown key (did you mean "limits.memory"?)`}},
-		{env: []string{"EXECBOX_LIMITS_WALL=2m"}, want: []string{"limits.wall: 2m is above limits.max_wall (1m) (set by env EXECBOX_LIMITS_WALL)"}},
+		{env: []string{"EXECBOX_LIMITS_WALL=2m"}, want: []string{"limits.wall: 2m exceeds the maximum 1m (max_limits.wall) (set by env EXECBOX_LIMITS_WALL)"}},
+		{env: []string{"EXECBOX_LIMITS_MAX_WALL=2m"}, want: []string{"env EXECBOX_LIMITS_MAX_WALL: limits.max_wall was replaced by max_limits.wall"}},
+		{flags: map[string]string{"limits.max_wall": "2m"}, want: []string{"flag: limits.max_wall was replaced by max_limits.wall"}},
+		{flags: map[string]string{"limits.memory": "3g"}, want: []string{"limits.memory: 3g exceeds the maximum"}},
 		{flags: map[string]string{"backend": "local"}, want: []string{"backend: local", "allow_unisolated", "(set by flag)"}},
 	}
 	for _, c := range cases {
@@ -383,7 +389,7 @@ func TestKeysAndEnvNames(t *testing.T) {
 	if got := EnvName("nope"); got != "" {
 		t.Errorf("EnvName(nope) = %q", got)
 	}
-	if got := len(Keys()); got != 50 {
-		t.Errorf("%d keys, want the 50 of the documented list (limits.cpu_time included)", got)
+	if got := len(Keys()); got != 73 {
+		t.Errorf("%d keys, want the 73 of Config (limits and max_limits, the server's and auth's bounds included)", got)
 	}
 }

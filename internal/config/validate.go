@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"net/url"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -32,7 +33,7 @@ func (c *Config) validate(p *Provenance) error {
 
 // check returns the first key that is wrong and why, or "" for none.
 func (c *Config) check() (key, msg string) {
-	l := c.Limit
+	l, m := c.Limit, c.MaxLimit
 	type rule struct {
 		key string
 		bad bool
@@ -46,8 +47,6 @@ func (c *Config) check() (key, msg string) {
 		{"backend", c.Backend == "local" && !c.AllowUnisolated, "local runs code without isolation: it needs allow_unisolated: true"},
 		{"preference", hasBlankOrDup(c.Preference), "must not hold empty or repeated names"},
 		positive("limits.wall", l.Wall <= 0),
-		positive("limits.max_wall", l.MaxWall <= 0),
-		{"limits.wall", l.Wall > l.MaxWall, fmt.Sprintf("%s is above limits.max_wall (%s)", sandbox.FormatDuration(l.Wall), sandbox.FormatDuration(l.MaxWall))},
 		positive("limits.memory", l.Memory <= 0),
 		{"limits.memory", l.Memory < 4*sandbox.MiB, "must be at least 4m"},
 		positive("limits.cpus", l.CPUs <= 0),
@@ -59,6 +58,19 @@ func (c *Config) check() (key, msg string) {
 		positive("limits.output", l.Output <= 0),
 		positive("limits.artifact_files", l.ArtifactFiles <= 0),
 		positive("limits.artifact_bytes", l.ArtifactBytes <= 0),
+		positive("max_limits.wall", m.Wall <= 0),
+		positive("max_limits.cpu_time", m.CPUTime <= 0),
+		positive("max_limits.memory", m.Memory <= 0),
+		{"max_limits.memory", m.Memory < 4*sandbox.MiB, "must be at least 4m"},
+		positive("max_limits.cpus", m.CPUs <= 0),
+		positive("max_limits.pids", m.Pids <= 0),
+		positive("max_limits.nofile", m.NoFile <= 0),
+		positive("max_limits.file_size", m.FileSize <= 0),
+		positive("max_limits.tmp_size", m.TmpSize <= 0),
+		positive("max_limits.work_size", m.WorkSize <= 0),
+		positive("max_limits.output", m.Output <= 0),
+		positive("max_limits.artifact_files", m.ArtifactFiles <= 0),
+		positive("max_limits.artifact_bytes", m.ArtifactBytes <= 0),
 		{"env_allowlist", !allEnvNames(c.EnvAllowlist), "must hold variable names (not empty, no '=')"},
 		{"env_allowprefix", !allEnvNames(c.EnvAllowPrefix), "must hold name prefixes (not empty, no '=')"},
 		{"work_root", c.WorkRoot != "" && !filepath.IsAbs(c.WorkRoot), "must be an absolute path"},
@@ -66,16 +78,32 @@ func (c *Config) check() (key, msg string) {
 		{"functions.concurrency", c.Functions.Concurrency < 0, "must not be negative (0 = number of CPUs)"},
 		{"functions.queue_timeout", c.Functions.QueueTimeout < 0, "must not be negative"},
 		positive("functions.timeout", c.Functions.Timeout <= 0),
-		{"functions.timeout", c.Functions.Timeout > l.MaxWall, fmt.Sprintf("%s is above limits.max_wall (%s)", sandbox.FormatDuration(c.Functions.Timeout), sandbox.FormatDuration(l.MaxWall))},
+		{"functions.timeout", c.Functions.Timeout > m.Wall, fmt.Sprintf("%s is above max_limits.wall (%s)", sandbox.FormatDuration(c.Functions.Timeout), sandbox.FormatDuration(m.Wall))},
 		{"server.listen", c.Server.Listen == "", "must not be empty"},
 		positive("server.max_body", c.Server.MaxBody <= 0),
 		{"server.max_runs", c.Server.MaxRuns < 0, "must not be negative (0 = number of CPUs)"},
+		{"server.max_runs_per_token", c.Server.MaxRunsPerToken < 0, "must not be negative (0 = half of max_runs)"},
+		{"server.admin_runs", c.Server.AdminRuns < 0, "must not be negative"},
+		positive("server.max_result_memory", c.Server.MaxResultMemory <= 0),
+		{"server.max_result_memory", c.Server.MaxResultMemory > 0 && c.Server.MaxResultMemory < m.ResultBytes(), fmt.Sprintf(
+			"%s cannot hold one run at the maxima: want at least 2 × max_limits.output + max_limits.artifact_bytes = %s",
+			sandbox.FormatSize(c.Server.MaxResultMemory), sandbox.FormatSize(m.ResultBytes()))},
+		positive("server.write_timeout", c.Server.WriteTimeout <= 0),
+		{"server.max_connections", c.Server.MaxConnections < 0, "must not be negative (0 = from the open-file limit)"},
+		{"server.max_connections_per_address", c.Server.MaxConnectionsPerAddress < 0, "must not be negative (0 = a quarter of max_connections)"},
+		{"server.max_connections_per_address", c.Server.MaxConnections > 0 && c.Server.MaxConnectionsPerAddress > c.Server.MaxConnections,
+			fmt.Sprintf("%d is above server.max_connections (%d)", c.Server.MaxConnectionsPerAddress, c.Server.MaxConnections)},
+		{"server.max_header_bytes", c.Server.MaxHeaderBytes < 4*sandbox.KiB || c.Server.MaxHeaderBytes > sandbox.MiB, "must be within 4k and 1m"},
+		{"server.allowed_hosts", !allHosts(c.Server.AllowedHosts), `must hold host names without scheme, port or path (or "*")`},
+		{"server.allowed_origins", !allOrigins(c.Server.AllowedOrigins), "must hold origins: http:// or https://, a host and an optional port, nothing more"},
 		{"server.drain_delay", c.Server.DrainDelay < 0, "must not be negative"},
 		positive("server.shutdown_timeout", c.Server.ShutdownTimeout <= 0),
 		{"auth.tokens", slices.Contains(c.Auth.Tokens, ""), "must not hold empty entries"},
 		{"auth.concurrency", c.Auth.Concurrency < 0, "must not be negative (0 = unlimited)"},
 		{"auth.rate", c.Auth.Rate < 0, "must not be negative (0 = unlimited)"},
 		{"auth.burst", c.Auth.Burst < 0, "must not be negative"},
+		{"auth.failure_rate", c.Auth.FailureRate < 0, "must not be negative (0 = no bound)"},
+		{"auth.failure_burst", c.Auth.FailureBurst < 0, "must not be negative"},
 		{"audit.max_age", c.Audit.MaxAge < 0, "must not be negative"},
 		{"audit.max_rows", c.Audit.MaxRows < 0, "must not be negative (0 = no bound)"},
 		{"log.format", !slices.Contains([]string{"text", "json"}, c.Log.Format), fmt.Sprintf("%q is not text or json", c.Log.Format)},
@@ -86,11 +114,45 @@ func (c *Config) check() (key, msg string) {
 			return r.key, r.msg
 		}
 	}
-	// Whatever else the contract demands of limits.
+	// Whatever else the contract demands of limits and maxima, and every
+	// default within its maximum.
 	if err := c.Limits().Validate(); err != nil {
 		return "limits", err.Error()
 	}
+	if err := c.MaxLimit.Validate(); err != nil {
+		return "max_limits", strings.Replace(err.Error(), "limits.", "max_limits.", 1)
+	}
+	if err := c.Limit.Within(c.MaxLimit); err != nil {
+		// "limits.memory 3g exceeds the maximum 1g (max_limits.memory)"
+		key, msg, _ := strings.Cut(err.Error(), " ")
+		return key, msg
+	}
 	return "", ""
+}
+
+// allHosts reports whether list holds host names (or "*").
+func allHosts(list []string) bool {
+	for _, h := range list {
+		if h == "*" {
+			continue
+		}
+		if h == "" || strings.ContainsAny(h, "/:@?# \t") {
+			return false
+		}
+	}
+	return true
+}
+
+// allOrigins reports whether list holds web origins: scheme://host[:port].
+func allOrigins(list []string) bool {
+	for _, o := range list {
+		u, err := url.Parse(o)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Opaque != "" ||
+			u.User != nil || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" || u.Scheme+"://"+u.Host != strings.TrimSuffix(o, "/") {
+			return false
+		}
+	}
+	return true
 }
 
 // checkBackends asks each backend section that can validate itself; its

@@ -7,6 +7,12 @@
 //	execbox_busy_rejections_total{kind,code}       refusals: busy, rate_limited, too_many_in_flight
 //	execbox_http_requests_total{route,code}        HTTP answers by route and status
 //	execbox_audit_errors_total                     audit rows that could not be written
+//	execbox_auth_failures_total{code}              401s and auth_throttled 429s
+//	execbox_connections_shed_total{reason}         connections evicted or refused by the bounds
+//	execbox_connections_open                       connections open now (the server's gauge)
+//	execbox_run_slots_in_use, execbox_run_slots    the engine's run gate (the server's gauges)
+//	execbox_result_memory_reserved_bytes,          result memory reserved by admitted runs, and
+//	execbox_result_memory_bytes                    its bound
 //
 // plus the Go runtime and process collectors (go_goroutines,
 // process_open_fds, …), which the load test reads to find leaks.

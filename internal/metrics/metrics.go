@@ -19,6 +19,8 @@ type Metrics struct {
 	busy        *prometheus.CounterVec
 	requests    *prometheus.CounterVec
 	auditErrors prometheus.Counter
+	authFailed  *prometheus.CounterVec
+	connsClosed *prometheus.CounterVec
 }
 
 // New returns a Metrics on a fresh registry.
@@ -50,8 +52,16 @@ func New() *Metrics {
 			Name: "execbox_audit_errors_total",
 			Help: "Audit records that could not be written.",
 		}),
+		authFailed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "execbox_auth_failures_total",
+			Help: "Requests refused by authentication, by code: unauthenticated (401) or auth_throttled (429: the address failed too often).",
+		}, []string{"code"}),
+		connsClosed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "execbox_connections_shed_total",
+			Help: "Connections closed by the connection bounds, by reason: evicted (the oldest idle or unauthenticated one, for a new one) or refused (nothing to evict).",
+		}, []string{"reason"}),
 	}
-	m.reg.MustRegister(m.executions, m.duration, m.inFlight, m.busy, m.requests, m.auditErrors,
+	m.reg.MustRegister(m.executions, m.duration, m.inFlight, m.busy, m.requests, m.auditErrors, m.authFailed, m.connsClosed,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -88,3 +98,16 @@ func (m *Metrics) Request(route string, status int) {
 
 // AuditError records an audit row that could not be written.
 func (m *Metrics) AuditError() { m.auditErrors.Inc() }
+
+// AuthFailed records a request refused by authentication with code.
+func (m *Metrics) AuthFailed(code string) { m.authFailed.WithLabelValues(code).Inc() }
+
+// ConnShed records a connection closed by the connection bounds; reason is
+// "evicted" or "refused".
+func (m *Metrics) ConnShed(reason string) { m.connsClosed.WithLabelValues(reason).Inc() }
+
+// Gauge registers a gauge read from f at each scrape. A second gauge of
+// the same name is ignored: the first one stays.
+func (m *Metrics) Gauge(name, help string, f func() float64) {
+	m.reg.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f))
+}

@@ -209,7 +209,7 @@ func (o *Outcome) Result(id, backend string, iso sandbox.Isolation) *sandbox.Res
 	return &sandbox.Result{
 		ID: id, Backend: backend, Isolation: iso,
 		Reason: o.Reason, ExitCode: o.ExitCode, Signal: o.Signal,
-		Stdout: string(o.Stdout.Bytes()), Stderr: string(o.Stderr.Bytes()),
+		Stdout: o.Stdout.String(), Stderr: o.Stderr.String(),
 		StdoutTruncated: o.Stdout.Truncated(), StderrTruncated: o.Stderr.Truncated(),
 		Usage: sandbox.Usage{Wall: o.Wall},
 	}

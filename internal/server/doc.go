@@ -12,7 +12,11 @@
 // Routes: POST /v1/runs (?stream=1 for NDJSON, or SSE with Accept:
 // text/event-stream), POST /v1/functions:execute, POST /v1/functions:lint,
 // GET /v1/health, GET /v1/backends, GET /v1/audit (admin tokens),
-// GET /v1/openapi.json, GET /healthz, GET /readyz, GET /metrics.
+// GET /v1/openapi.json, GET /healthz, GET /readyz, GET /metrics (a token
+// unless Options.PublicMetrics).
+//
+// The daemon is attack surface too (issue 22): a web page in the
+// operator's browser and an unprivileged local user are attackers.
 //
 // Invariants:
 //   - Every error is an RFC 9457 problem document (application/problem+json)
@@ -21,13 +25,45 @@
 //   - Bodies are bounded in size (server.max_body for runs, the function
 //     protocol's 128 KiB for function calls) and in time (Options.
 //     BodyTimeout, 408 past it); a stream's pending output is bounded by
-//     the run's output limit.
+//     the run's output limit. A body must be application/json (415, also
+//     without a Content-Type) and is decoded strictly: exact keys, none
+//     twice, nesting bounded (strict.go). A body the server does not read
+//     (a refusal before it, a 401, a public route) is answered without
+//     reading it; what of it has arrived is then discarded, and one that
+//     does not come within a second closes the connection.
+//   - Headers: at most Options.MaxHeaderBytes (431), within HeaderTimeout.
+//   - Site (site.go): Host must be an IP address, localhost or an allowed
+//     name (DNS rebinding); a request a page of another origin sent
+//     (Origin, Sec-Fetch-Site) is refused unless its origin is allowed, and
+//     CORS preflights are answered for allowed origins only. Every answer
+//     carries nosniff, frame-denying, no-referrer, same-origin resource and
+//     no-store headers.
+//   - Connections (conns.go): at most MaxConnections, and
+//     MaxConnectionsPerAddress from one address; at a bound the oldest
+//     connection not serving an authenticated request is closed for the
+//     new one, so idle and unauthenticated connections never keep an
+//     authenticated client out, and accept never runs out of files.
+//   - Answers have a write deadline from their first byte (WriteTimeout;
+//     per event for streams), and a run's result is written chunk by chunk
+//     (encodeStreaming), never escaped into a second copy.
+//   - Problem details of 5xx answers never show host paths; an internal
+//     error's detail points to the log, which has it. /readyz says only a
+//     code; non-admin tokens see /v1/health and /v1/backends without the
+//     backends' details, enforcement and reasons.
 //   - Every execution request that passes authentication — run, function,
 //     lint, refused or not — leaves exactly one audit row and one metrics
-//     observation before its answer is complete.
+//     observation before its answer is complete. Its code_sha256 hashes the
+//     whole request; its code is kept only when it ran. A failed
+//     authentication (credentials that match no token) leaves a row of
+//     kind auth with the remote address, and spends the address's failure
+//     budget (auth.Check), past which it is answered 429 auth_throttled.
 //   - Admission: the token's rate and in-flight limits before the body is
-//     read; then, for runs, a slot of server.max_runs (so a slow upload
-//     holds none); function calls pass the function executor's gate.
+//     read; then, for runs, engine.Admit with the token as owner: a slot of
+//     server.max_runs within the token's share and outside the admin
+//     slots, and the result memory its limits allow (so a slow upload
+//     holds none); the ticket is released only once the answer is written
+//     (or the client left, or the write deadline passed). Function calls
+//     pass the function executor's gate.
 //   - Serve shuts down gracefully: /readyz turns false, requests keep being
 //     served for the drain delay, the listener closes, in-flight requests
 //     get the shutdown timeout to finish and are then cancelled (the engine

@@ -30,6 +30,7 @@ func (s *Server) begin(r *http.Request, op v1.Operation) *execution {
 	x.entry.ID = sandbox.NewID()
 	x.entry.Operation = string(op)
 	x.entry.RequestID = in.id
+	x.entry.Remote = hostOnly(r.RemoteAddr)
 	if in.identity != nil {
 		x.entry.Token = in.identity.Name
 	}
@@ -60,6 +61,11 @@ func (x *execution) inFlight() {
 func (x *execution) fail(w http.ResponseWriter, err error) {
 	p := problemOf(x.r, err)
 	x.entry.ErrorCode = p.Code
+	if p.Status >= 500 {
+		// The caller gets a detail without the host's paths; the log the
+		// whole error.
+		x.s.log.Error("request failed", "request_id", x.info.id, "code", p.Code, "err", err)
+	}
 	if p.Status == http.StatusTooManyRequests {
 		x.s.metrics.Busy(x.entry.Operation, p.Code)
 	}
@@ -67,12 +73,14 @@ func (x *execution) fail(w http.ResponseWriter, err error) {
 	writeProblem(w, x.r, p)
 }
 
-// ran records a run's result.
-func (x *execution) ran(res *sandbox.Result) {
+// ran records a run's result, and its code: what ran is what the audit
+// log may keep (a refused request keeps only its hash).
+func (x *execution) ran(res *sandbox.Result, code string) {
+	x.entry.Code = code
 	x.entry.Backend, x.entry.Isolation = res.Backend, res.Isolation.String()
 	x.entry.Reason = string(res.Reason)
-	code, usage := res.ExitCode, res.Usage
-	x.entry.ExitCode, x.entry.Usage = &code, &usage
+	exit, usage := res.ExitCode, res.Usage
+	x.entry.ExitCode, x.entry.Usage = &exit, &usage
 }
 
 // answered records a function response.

@@ -2,10 +2,12 @@ package server
 
 import (
 	"net/http"
+	"reflect"
 	"time"
 
 	v1 "github.com/execbox/execbox/api/v1"
 	"github.com/execbox/execbox/function"
+	"github.com/execbox/execbox/internal/audit"
 	"github.com/execbox/execbox/sandbox"
 )
 
@@ -31,13 +33,19 @@ func (s *Server) handleFunction(op v1.Operation) http.HandlerFunc {
 			x.fail(w, err)
 			return
 		}
+		if len(body) <= function.MaxInput {
+			if err := checkStrict(body, reflect.TypeFor[function.Request]()); err != nil {
+				x.fail(w, err)
+				return
+			}
+		}
 		req, err := function.DecodeRequest(body)
 		if err != nil {
 			x.fail(w, err)
 			return
 		}
 		x.inFlight()
-		x.entry.Code = req.Code
+		x.entry.CodeSHA256 = functionHash(req)
 		timeout := time.Duration(req.Timeout)
 		if timeout == 0 {
 			timeout = s.opts.FunctionTimeout
@@ -51,6 +59,7 @@ func (s *Server) handleFunction(op v1.Operation) http.HandlerFunc {
 		resp := s.opts.Functions.Execute(r.Context(), req)
 		x.answered(resp)
 		if resp.OK || v1.Ran(resp.Code) {
+			x.entry.Code = req.Code // it ran: keep it (audit.store_code)
 			x.end()
 			writeJSON(w, http.StatusOK, FunctionResponseToWire(resp))
 			return
@@ -58,4 +67,15 @@ func (s *Server) handleFunction(op v1.Operation) http.HandlerFunc {
 		x.entry.Reason = "" // nothing ran to its end: a refusal or a failure around the code
 		x.fail(w, resp.Err())
 	}
+}
+
+// functionHash is a function call's audit hash: its code, entrypoint,
+// params and language.
+func functionHash(req *function.Request) string {
+	h := audit.NewRequestHash("function")
+	h.Field("code", []byte(req.Code))
+	h.Field("entrypoint", []byte(req.Entrypoint))
+	h.Field("params", req.Params)
+	h.Field("language", []byte(req.Language))
+	return h.Sum()
 }

@@ -67,14 +67,20 @@ type env struct {
 }
 
 type setup struct {
-	tokens    []auth.Token
-	limits    auth.Limits
-	maxBody   int64
-	maxRuns   int
-	fnConc    int
-	fnQueue   time.Duration
-	noAudit   bool
-	engineOff bool
+	tokens        []auth.Token
+	publicMetrics bool
+	authLimits    auth.Limits // failure bounds
+	maxima        sandbox.Limits
+	resultMemory  int64
+	backends      []string // besides local
+	options       func(*Options)
+	limits        auth.Limits
+	maxBody       int64
+	maxRuns       int
+	fnConc        int
+	fnQueue       time.Duration
+	noAudit       bool
+	engineOff     bool
 }
 
 func newEnv(t testing.TB, s setup) *env {
@@ -87,8 +93,10 @@ func newEnv(t testing.TB, s setup) *env {
 	e, err := engine.New(engine.Options{
 		Backend:         backend,
 		AllowUnisolated: true,
-		Backends:        []string{"local"},
+		Backends:        append([]string{"local"}, s.backends...),
 		MaxRuns:         s.maxRuns,
+		Max:             s.maxima,
+		ResultMemory:    s.resultMemory,
 		Functions:       function.Options{Concurrency: s.fnConc, QueueTimeout: s.fnQueue},
 		Settings: func(string) sandbox.Settings {
 			return sandbox.Settings{WorkRoot: work, StateDir: t.TempDir(), Instance: "server-test", Defaults: sandbox.Defaults}
@@ -99,7 +107,9 @@ func newEnv(t testing.TB, s setup) *env {
 	}
 	e.Start()
 	t.Cleanup(e.Close)
-	a, err := auth.New(s.tokens, s.limits)
+	lim := s.limits
+	lim.FailureRate, lim.FailureBurst = s.authLimits.FailureRate, s.authLimits.FailureBurst
+	a, err := auth.New(s.tokens, lim)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,10 +121,14 @@ func newEnv(t testing.TB, s setup) *env {
 		}
 		t.Cleanup(func() { en.audit.Close() })
 	}
-	en.srv, err = New(Options{
-		Engine: e, Auth: a, Audit: en.audit, MaxBody: s.maxBody,
+	o := Options{
+		Engine: e, Auth: a, Audit: en.audit, MaxBody: s.maxBody, PublicMetrics: s.publicMetrics,
 		Logger: slog.New(slog.NewJSONHandler(en.logs, nil)),
-	})
+	}
+	if s.options != nil {
+		s.options(&o)
+	}
+	en.srv, err = New(o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,7 +202,14 @@ func (en *env) do(method, path string, body any, header ...string) answer {
 		req.Header.Set("Content-Type", "application/json")
 	}
 	for i := 0; i+1 < len(header); i += 2 {
-		req.Header.Set(header[i], header[i+1])
+		switch {
+		case header[i] == "Host":
+			req.Host = header[i+1]
+		case header[i+1] == "":
+			req.Header.Del(header[i]) // as curl -H 'Name:'
+		default:
+			req.Header.Set(header[i], header[i+1])
+		}
 	}
 	resp, err := en.http.Client().Do(req)
 	if err != nil {
@@ -211,3 +232,7 @@ func (en *env) auditCount() int {
 	}
 	return total
 }
+
+// auditRuns and auditAuth filter the audit log by kind.
+func auditRuns() audit.Query { return audit.Query{Operation: string(v1.OpRun), Limit: audit.MaxLimit} }
+func auditAuth() audit.Query { return audit.Query{Operation: audit.OpAuth, Limit: audit.MaxLimit} }

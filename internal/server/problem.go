@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -11,11 +12,13 @@ import (
 	"net"
 	"net/http"
 	"reflect"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
 
 	v1 "github.com/execbox/execbox/api/v1"
+	"github.com/execbox/execbox/errmap"
 	"github.com/execbox/execbox/sandbox"
 )
 
@@ -45,10 +48,14 @@ func problemOf(r *http.Request, err error) *v1.Problem {
 	return p
 }
 
-// writeProblem answers p as application/problem+json.
+// writeProblem answers p as application/problem+json. A server-side
+// failure's detail never shows the host: an internal error (500, not the
+// function protocol's) says only that it happened and where the log has
+// it, and any 5xx detail has its absolute paths blanked.
 func writeProblem(w http.ResponseWriter, r *http.Request, p *v1.Problem) {
 	p.Instance = r.URL.Path
 	p.RequestID = infoOf(r.Context()).id
+	redactProblem(p)
 	if p.RetryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(p.RetryAfter))
 	}
@@ -60,12 +67,40 @@ func writeProblem(w http.ResponseWriter, r *http.Request, p *v1.Problem) {
 	enc.Encode(p)
 }
 
-// checkJSON refuses a body that says it is not JSON (415); no
-// Content-Type is taken as JSON.
+// redactProblem keeps the host out of a server-side failure's detail: an
+// internal error (500, not the function protocol's) says only that it
+// happened and where the log has it; any other 5xx has its absolute paths
+// blanked. p.RequestID must be set.
+func redactProblem(p *v1.Problem) {
+	if p.Status < 500 {
+		return
+	}
+	if _, fn := errmap.FunctionKind(p.Code); p.Status == http.StatusInternalServerError && !fn {
+		p.Detail = "internal error: the server's log has the details (request " + p.RequestID + ")"
+		return
+	}
+	p.Detail = redactPaths(p.Detail)
+}
+
+// hostPath is an absolute path in a message: a slash after a space, an
+// opening bracket, quote, colon or equals sign, or at the start, and what
+// follows up to a space, quote, bracket, comma, semicolon or colon.
+var hostPath = regexp.MustCompile(`(^|[\s("'=:])/[^\s"'()\[\],;:]*`)
+
+// redactPaths blanks the absolute paths of a message meant for callers:
+// where the server keeps things on its host is not theirs to know.
+func redactPaths(msg string) string {
+	return hostPath.ReplaceAllString(msg, "${1}<path>")
+}
+
+// checkJSON refuses a body that is not declared application/json (415),
+// also one with no Content-Type at all: a web page can send a body without
+// a preflight only as text/plain, a form, or with no type, never as
+// application/json (see site.go).
 func checkJSON(r *http.Request) error {
 	ct := r.Header.Get("Content-Type")
 	if ct == "" {
-		return nil
+		return v1.ProblemFor(http.StatusUnsupportedMediaType, v1.CodeUnsupportedMedia, "the request has no Content-Type: want application/json")
 	}
 	mt, _, err := mime.ParseMediaType(ct)
 	if err != nil || mt != "application/json" {
@@ -100,7 +135,8 @@ func (s *Server) readError(w http.ResponseWriter, err error) error {
 }
 
 // decodeJSON reads one JSON document of at most limit bytes into v,
-// within the body timeout, refusing unknown fields and trailing data.
+// within the body timeout, strictly: keys exactly as named (case
+// included), none given twice, no unknown field, no trailing data.
 // Errors are problems: 413 over the limit, 415 not JSON, 408 too slow, 400
 // naming the field.
 func (s *Server) decodeJSON(w http.ResponseWriter, r *http.Request, v any, limit int64) error {
@@ -109,20 +145,22 @@ func (s *Server) decodeJSON(w http.ResponseWriter, r *http.Request, v any, limit
 	}
 	rc := http.NewResponseController(w)
 	rc.SetReadDeadline(time.Now().Add(s.opts.BodyTimeout))
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, limit))
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	if err != nil {
+		return s.decodeError(w, err, limit)
+	}
+	rc.SetReadDeadline(time.Time{})
+	if err := checkStrict(body, reflect.TypeOf(v)); err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		return s.decodeError(w, err, limit)
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		var mb *http.MaxBytesError
-		var ne net.Error
-		if errors.As(err, &mb) || errors.As(err, &ne) {
-			return s.decodeError(w, err, limit)
-		}
 		return invalidField("", "unexpected data after the JSON object")
 	}
-	rc.SetReadDeadline(time.Time{})
 	return nil
 }
 

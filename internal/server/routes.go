@@ -3,13 +3,17 @@ package server
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	v1 "github.com/execbox/execbox/api/v1"
+	"github.com/execbox/execbox/engine"
+	"github.com/execbox/execbox/internal/audit"
 	"github.com/execbox/execbox/internal/auth"
 	"github.com/execbox/execbox/sandbox"
 )
@@ -30,6 +34,10 @@ type route struct {
 }
 
 func (s *Server) routeTable() []route {
+	metricsAccess := token
+	if s.opts.PublicMetrics {
+		metricsAccess = public
+	}
 	return []route{
 		{"POST", "/v1/runs", token, s.handleRun},
 		{"POST", "/v1/functions:execute", token, s.handleFunction(v1.OpFunction)},
@@ -40,7 +48,7 @@ func (s *Server) routeTable() []route {
 		{"GET", "/v1/openapi.json", public, s.handleOpenAPI},
 		{"GET", "/healthz", public, s.handleHealthz},
 		{"GET", "/readyz", public, s.handleReadyz},
-		{"GET", "/metrics", public, s.metrics.Handler().ServeHTTP},
+		{"GET", "/metrics", metricsAccess, s.metrics.Handler().ServeHTTP},
 	}
 }
 
@@ -70,15 +78,17 @@ func (s *Server) mux() http.Handler {
 }
 
 // guard authenticates a route's caller and puts the identity in the
-// request's info.
+// request's info. A refusal is answered without reading the body; a 401 is
+// audited and counted against the caller's address (auth.Check), and while
+// an authenticated request is served its connection is not evicted by the
+// connection bounds.
 func (s *Server) guard(rt route) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		info := infoOf(r.Context())
 		if rt.access != public {
-			id, err := s.auth.Authenticate(r.Header.Get("Authorization"))
+			id, err := s.auth.Check(hostOnly(r.RemoteAddr), r.Header.Get("Authorization"))
 			if err != nil {
-				w.Header().Set("WWW-Authenticate", `Bearer realm="execbox"`)
-				writeProblem(w, r, v1.NewProblem(err))
+				s.authFailed(w, r, err)
 				return
 			}
 			info.identity = id
@@ -90,9 +100,42 @@ func (s *Server) guard(rt route) http.Handler {
 				writeProblem(w, r, v1.ProblemFor(http.StatusForbidden, v1.CodeForbidden, "%s", what))
 				return
 			}
+			defer serving(r)()
 		}
 		rt.h(w, r)
 	})
+}
+
+// authFailed answers a refused authentication: 401 or, when the address
+// failed too often, 429. A failed authentication — credentials presented
+// that match no token — is audited as kind auth with the remote address
+// (the failure budget bounds the rows); a request without credentials is
+// only counted.
+func (s *Server) authFailed(w http.ResponseWriter, r *http.Request, err error) {
+	p := problemOf(r, err)
+	s.metrics.AuthFailed(p.Code)
+	if p.Status == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="execbox"`)
+		if s.opts.Audit != nil && r.Header.Get("Authorization") != "" {
+			e := audit.Entry{Record: audit.Record{Time: time.Now(), RequestID: infoOf(r.Context()).id, Operation: audit.OpAuth,
+				ErrorCode: p.Code, Remote: hostOnly(r.RemoteAddr)}}
+			if _, err := s.opts.Audit.Record(context.WithoutCancel(r.Context()), e); err != nil {
+				s.metrics.AuditError()
+				s.log.Error("writing the audit log", "request_id", e.RequestID, "err", err)
+			}
+		}
+	}
+	writeProblem(w, r, p)
+}
+
+// owner is who a run is admitted for: the token when tokens are
+// configured (its share of the run slots applies; admin tokens may take
+// the reserved ones), else no one.
+func (s *Server) owner(id *auth.Identity) engine.Owner {
+	if id == nil || !s.auth.Enabled() {
+		return engine.Owner{}
+	}
+	return engine.Owner{Name: id.Name, Privileged: id.Admin}
 }
 
 // info is what the logging middleware learns about a request.
@@ -112,16 +155,25 @@ func infoOf(ctx context.Context) *info {
 }
 
 // wrap adds, outermost first: the handler count for Serve, a request id,
-// panic recovery, one log line and one metric per request.
+// the security headers, the site checks (Host, Origin, CORS), panic
+// recovery, one log line and one metric per request, a write deadline
+// from an answer's first byte, and never waiting for a body no one read.
 func (s *Server) wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.handlers.Add(1)
 		defer s.handlers.Done()
 		start := time.Now()
 		in := &info{id: requestID(r.Header.Get("X-Request-Id"))}
+		securityHeaders(w.Header())
 		w.Header().Set("X-Request-Id", in.id)
+		rc := http.NewResponseController(w)
+		// An earlier answer on this connection left its deadline: this
+		// one's starts at its own first byte.
+		rc.SetWriteDeadline(time.Time{})
+		body := &bodyState{ReadCloser: r.Body, has: r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody}
+		r.Body = body
 		r = r.WithContext(context.WithValue(r.Context(), infoKey{}, in))
-		sw := &statusWriter{ResponseWriter: w}
+		sw := &statusWriter{ResponseWriter: w, rc: rc, timeout: s.opts.WriteTimeout}
 		defer func() {
 			if p := recover(); p != nil {
 				if p == http.ErrAbortHandler {
@@ -131,6 +183,15 @@ func (s *Server) wrap(next http.Handler) http.Handler {
 				if !sw.wrote {
 					writeProblem(sw, r, v1.NewProblem(sandbox.Errorf(sandbox.ErrInternal, "internal", "internal error (request %s)", in.id)))
 				}
+			}
+			// A body no one read (a refusal before it, a 401, a public
+			// route) is not waited for: net/http reads up to 256 KiB of it
+			// to keep the connection in step, and with no deadline would
+			// wait forever for one that never comes. What has arrived is
+			// read at once; past discardTimeout the connection closes.
+			// (Larger bodies are not read: net/http half-closes and closes.)
+			if body.unread() {
+				rc.SetReadDeadline(time.Now().Add(discardTimeout))
 			}
 			route := r.Pattern
 			if route == "" {
@@ -146,9 +207,33 @@ func (s *Server) wrap(next http.Handler) http.Handler {
 			}
 			s.log.LogAttrs(r.Context(), slog.LevelInfo, "request", append(attrs, in.attrs...)...)
 		}()
+		if s.checkSite(sw, r) {
+			return
+		}
 		next.ServeHTTP(sw, r)
 	})
 }
+
+// discardTimeout bounds reading the rest of a body no handler read.
+const discardTimeout = time.Second
+
+// bodyState is a request body that knows whether it was read to its end.
+type bodyState struct {
+	io.ReadCloser
+	has bool // the request has a body
+	eof atomic.Bool
+}
+
+func (b *bodyState) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF {
+		b.eof.Store(true)
+	}
+	return n, err
+}
+
+// unread reports whether the request has a body not read to its end.
+func (b *bodyState) unread() bool { return b.has && !b.eof.Load() }
 
 // requestID keeps a caller's id when it is short and plain, else makes one.
 func requestID(h string) string {
@@ -160,25 +245,29 @@ func requestID(h string) string {
 	return sandbox.NewID()
 }
 
-// statusWriter records the status and size of an answer and passes
-// Flush through (streams need it).
+// statusWriter records the status and size of an answer, passes Flush
+// through (streams need it) and starts the write deadline at the answer's
+// first byte.
 type statusWriter struct {
 	http.ResponseWriter
-	code  int
-	bytes int64
-	wrote bool
+	rc      *http.ResponseController
+	timeout time.Duration
+	code    int
+	bytes   int64
+	wrote   bool
 }
 
 func (w *statusWriter) WriteHeader(code int) {
 	if !w.wrote {
 		w.code, w.wrote = code, true
+		w.rc.SetWriteDeadline(time.Now().Add(w.timeout))
 	}
 	w.ResponseWriter.WriteHeader(code)
 }
 
 func (w *statusWriter) Write(p []byte) (int, error) {
 	if !w.wrote {
-		w.code, w.wrote = http.StatusOK, true
+		w.WriteHeader(http.StatusOK)
 	}
 	n, err := w.ResponseWriter.Write(p)
 	w.bytes += int64(n)

@@ -1,14 +1,19 @@
 package server
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
+	"maps"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	v1 "github.com/execbox/execbox/api/v1"
+	"github.com/execbox/execbox/engine"
+	"github.com/execbox/execbox/internal/audit"
 	"github.com/execbox/execbox/sandbox"
 )
 
@@ -27,33 +32,49 @@ func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	x.inFlight()
-	x.entry.Code = runCode(&req)
+	x.entry.CodeSHA256 = runHash(&req)
 	spec, p, err := req.Build(sandbox.Policy{})
 	if err != nil {
 		x.fail(w, err)
 		return
 	}
-	if l, err := s.opts.Engine.Limits(spec.Limits); err == nil {
-		x.entry.Limits = &l
-	}
-	sel := sandbox.Selection{Backend: req.Backend, Tier: req.Tier, MinIsolation: req.MinIsolation}
-	if q := r.URL.Query().Get("stream"); q == "1" || q == "true" {
-		s.streamRun(w, r, x, sel, spec, p)
+	// The slot and the result memory are held until the answer is
+	// written (or the client is gone, or the write deadline passed): a
+	// result no one reads still counts against max_runs and
+	// max_result_memory.
+	t, err := s.opts.Engine.Admit(s.owner(x.info.identity), spec)
+	if err != nil {
+		if c := sandbox.CodeOf(err); c == "limit_too_high" || c == "limit_invalid" {
+			err = &v1.FieldError{Field: "limits", Err: err}
+		}
+		x.fail(w, err)
 		return
 	}
-	res, err := s.opts.Engine.Run(r.Context(), sel, spec, p)
+	defer t.Release()
+	l := t.Limits()
+	x.entry.Limits = &l
+	sel := sandbox.Selection{Backend: req.Backend, Tier: req.Tier, MinIsolation: req.MinIsolation}
+	if q := r.URL.Query().Get("stream"); q == "1" || q == "true" {
+		s.streamRun(w, r, x, t, sel, p, runCode(&req))
+		return
+	}
+	res, err := t.Run(r.Context(), sel, p)
 	if err != nil {
 		x.fail(w, err)
 		return
 	}
 	res.ID = x.entry.ID
-	x.ran(res)
+	x.ran(res, runCode(&req))
 	x.end()
-	writeJSON(w, http.StatusOK, res)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	if err := encodeStreaming(w, res, res); err != nil {
+		s.log.Debug("writing a result", "request_id", x.info.id, "err", err)
+	}
 }
 
-// runCode is what a run's audit row hashes: the code, or the command as a
-// JSON array.
+// runCode is what a run's audit row keeps as its code (when it ran and
+// audit.store_code is set): the code, or the command as a JSON array.
 func runCode(req *v1.RunRequest) string {
 	if req.Code != "" {
 		return req.Code
@@ -62,17 +83,37 @@ func runCode(req *v1.RunRequest) string {
 	return string(b)
 }
 
+// runHash is a run's audit hash: everything that decides what runs — the
+// command or the code and its language, the working directory, the
+// environment, every file and the stdin.
+func runHash(req *v1.RunRequest) string {
+	h := audit.NewRequestHash("run")
+	cmd, _ := json.Marshal(req.Command)
+	h.Field("command", cmd)
+	h.Field("code", []byte(req.Code))
+	h.Field("language", []byte(req.Language))
+	h.Field("dir", []byte(req.Dir))
+	for _, k := range slices.Sorted(maps.Keys(req.Env)) {
+		h.Field("env:"+k, []byte(req.Env[k]))
+	}
+	for _, path := range slices.Sorted(maps.Keys(req.Files)) {
+		h.Field("file:"+path, req.Files[path])
+	}
+	h.Field("stdin", []byte(req.Stdin))
+	h.Field("stdin_base64", req.StdinBase64)
+	return h.Sum()
+}
+
 // streamRun runs with the output teed into events, written as they come.
 // The answer's headers wait for the first event, so a run refused before
-// any output still gets its problem status.
-func (s *Server) streamRun(w http.ResponseWriter, r *http.Request, x *execution, sel sandbox.Selection, spec sandbox.Spec, p *sandbox.Process) {
-	st := &stream{w: w, sse: wantsSSE(r), notify: make(chan struct{}, 1)}
+// any output still gets its problem status. Each event's write has its own
+// deadline: a client that stops reading is cut off, while the program is
+// never blocked by it (events wait in memory, bounded by the output limit).
+func (s *Server) streamRun(w http.ResponseWriter, r *http.Request, x *execution, t *engine.Ticket, sel sandbox.Selection, p *sandbox.Process, code string) {
+	st := &stream{w: w, sse: wantsSSE(r), notify: make(chan struct{}, 1), timeout: s.opts.WriteTimeout}
 	// Backends tee only the bytes they keep; the cap holds even if one
 	// did not.
-	room := sandbox.Defaults.Output
-	if x.entry.Limits != nil {
-		room = x.entry.Limits.Output
-	}
+	room := t.Limits().Output
 	p.Stdout = st.tee(v1.EventStdout, room)
 	p.Stderr = st.tee(v1.EventStderr, room)
 
@@ -82,7 +123,7 @@ func (s *Server) streamRun(w http.ResponseWriter, r *http.Request, x *execution,
 	}
 	done := make(chan outcome, 1)
 	go func() {
-		res, err := s.opts.Engine.Run(r.Context(), sel, spec, p)
+		res, err := t.Run(r.Context(), sel, p)
 		done <- outcome{res, err}
 	}()
 	var out outcome
@@ -103,15 +144,19 @@ func (s *Server) streamRun(w http.ResponseWriter, r *http.Request, x *execution,
 		}
 		pr := problemOf(r, out.err)
 		x.entry.ErrorCode = pr.Code
+		if pr.Status >= 500 {
+			s.log.Error("request failed", "request_id", x.info.id, "code", pr.Code, "err", out.err)
+		}
 		x.end()
 		pr.Instance, pr.RequestID = r.URL.Path, x.info.id
-		st.write(&v1.StreamEvent{Type: v1.EventError, Error: pr})
+		redactProblem(pr)
+		st.write(&v1.StreamEvent{Type: v1.EventError, Error: pr}, nil)
 		return
 	}
 	out.res.ID = x.entry.ID
-	x.ran(out.res)
+	x.ran(out.res, code)
 	x.end()
-	st.write(&v1.StreamEvent{Type: v1.EventResult, Result: out.res})
+	st.write(&v1.StreamEvent{Type: v1.EventResult, Result: out.res}, out.res)
 }
 
 func wantsSSE(r *http.Request) bool {
@@ -126,8 +171,9 @@ type stream struct {
 	w       http.ResponseWriter
 	sse     bool
 	notify  chan struct{}
+	timeout time.Duration // for writing each event
 	started bool
-	broken  bool // the client went away; events are dropped
+	broken  bool // the client went away or stopped reading; events are dropped
 
 	mu       sync.Mutex
 	pending  []*v1.StreamEvent
@@ -168,7 +214,7 @@ func (st *stream) pump() {
 	st.pending = nil
 	st.mu.Unlock()
 	for _, ev := range evs {
-		st.write(ev)
+		st.write(ev, nil)
 	}
 }
 
@@ -176,15 +222,18 @@ func (st *stream) pump() {
 func (st *stream) flushCarry() {
 	for _, c := range st.chunkers {
 		if ev := c.Flush(); ev != nil {
-			st.write(ev)
+			st.write(ev, nil)
 		}
 	}
 }
 
-func (st *stream) write(ev *v1.StreamEvent) {
+// write writes one event within the write timeout; res, when the event
+// holds it, is the result, whose large fields are written in chunks.
+func (st *stream) write(ev *v1.StreamEvent, res *sandbox.Result) {
 	if st.broken {
 		return
 	}
+	rc := http.NewResponseController(st.w)
 	if !st.started {
 		st.started = true
 		h := st.w.Header()
@@ -197,22 +246,40 @@ func (st *stream) write(ev *v1.StreamEvent) {
 		h.Set("X-Accel-Buffering", "no")
 		st.w.WriteHeader(http.StatusOK)
 	}
-	b, err := json.Marshal(ev)
-	if err != nil {
-		b, _ = json.Marshal(&v1.StreamEvent{Type: v1.EventError, Error: v1.ProblemFor(http.StatusInternalServerError, "internal", "encoding an event: %v", err)})
-	}
-	var buf bytes.Buffer
+	rc.SetWriteDeadline(time.Now().Add(st.timeout))
+	var err error
 	if st.sse {
-		fmt.Fprintf(&buf, "event: %s\ndata: %s\n\n", ev.Type, b)
+		// The JSON holds no newline (encoding/json escapes them), so it
+		// is one data line.
+		if _, err = fmt.Fprintf(st.w, "event: %s\ndata: ", ev.Type); err == nil {
+			err = encodeStreaming(trimNewline{st.w}, ev, res)
+		}
+		if err == nil {
+			_, err = st.w.Write([]byte("\n\n"))
+		}
 	} else {
-		buf.Write(b)
-		buf.WriteByte('\n')
+		err = encodeStreaming(st.w, ev, res)
 	}
-	if _, err := st.w.Write(buf.Bytes()); err != nil {
+	if err != nil {
 		st.broken = true
 		return
 	}
-	if err := http.NewResponseController(st.w).Flush(); err != nil {
+	if err := rc.Flush(); err != nil {
 		st.broken = true
 	}
+}
+
+// trimNewline drops the newline json.Encoder ends a document with: the
+// last byte written, when it is one.
+type trimNewline struct{ w io.Writer }
+
+func (t trimNewline) Write(p []byte) (int, error) {
+	n := len(p)
+	if n > 0 && p[n-1] == '\n' {
+		p = p[:n-1]
+	}
+	if _, err := t.w.Write(p); err != nil {
+		return 0, err
+	}
+	return n, nil
 }

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -37,8 +38,36 @@ type Options struct {
 	// MaxBody bounds a run request's body (default 1 MiB).
 	MaxBody int64
 	// BodyTimeout bounds reading a request body (default 30 s); slower is
-	// answered 408.
+	// answered 408. A body the server does not read (a request refused
+	// before it, such as a 401) is waited for at most a second.
 	BodyTimeout time.Duration
+	// WriteTimeout bounds writing one answer, from its first byte, and
+	// each event of a stream (default 60 s): a client that does not read
+	// is cut off, and the run slot its result held is freed.
+	WriteTimeout time.Duration
+	// HeaderTimeout bounds reading a request's header (default 10 s), and
+	// IdleTimeout how long a kept-alive connection waits for the next
+	// request (default 60 s).
+	HeaderTimeout, IdleTimeout time.Duration
+	// MaxHeaderBytes bounds a request's header (default 16 KiB); more is
+	// answered 431.
+	MaxHeaderBytes int
+	// MaxConnections bounds the connections open at once (default
+	// DefaultMaxConnections()), MaxConnectionsPerAddress those from one
+	// remote address (default a quarter of it, at least 8). At a bound
+	// the oldest connection not serving an authenticated request is
+	// closed for the new one.
+	MaxConnections, MaxConnectionsPerAddress int
+	// AllowedHosts are host names a request's Host may name besides IP
+	// addresses and localhost ("*": any); others are refused (DNS
+	// rebinding).
+	AllowedHosts []string
+	// AllowedOrigins are the web origins ("https://app.example.com") whose
+	// pages may call the API from a browser; other cross-origin requests
+	// are refused, and CORS preflights are answered only for these.
+	AllowedOrigins []string
+	// PublicMetrics serves /metrics without a token.
+	PublicMetrics bool
 	// FunctionTimeout is the executor's default timeout, for the audit
 	// log's limits (default 15 s).
 	FunctionTimeout time.Duration
@@ -56,6 +85,10 @@ type Server struct {
 	auth    *auth.Authenticator
 	handler http.Handler
 	routes  []route
+
+	hosts   []string // AllowedHosts, normalised
+	origins []string // AllowedOrigins, normalised
+	conns   atomic.Pointer[connLimiter]
 
 	draining atomic.Bool
 	handlers sync.WaitGroup // requests being handled
@@ -78,6 +111,25 @@ func New(o Options) (*Server, error) {
 	if o.FunctionTimeout <= 0 {
 		o.FunctionTimeout = function.DefaultTimeout
 	}
+	if o.WriteTimeout <= 0 {
+		o.WriteTimeout = 60 * time.Second
+	}
+	if o.HeaderTimeout <= 0 {
+		o.HeaderTimeout = 10 * time.Second
+	}
+	if o.IdleTimeout <= 0 {
+		o.IdleTimeout = 60 * time.Second
+	}
+	if o.MaxHeaderBytes <= 0 {
+		o.MaxHeaderBytes = 16 * sandbox.KiB
+	}
+	if o.MaxConnections <= 0 {
+		o.MaxConnections = DefaultMaxConnections()
+	}
+	if o.MaxConnectionsPerAddress <= 0 {
+		o.MaxConnectionsPerAddress = max(8, o.MaxConnections/4)
+	}
+	o.MaxConnectionsPerAddress = min(o.MaxConnectionsPerAddress, o.MaxConnections)
 	if o.ShutdownTimeout <= 0 {
 		o.ShutdownTimeout = 30 * time.Second
 	}
@@ -95,8 +147,28 @@ func New(o Options) (*Server, error) {
 		o.Auth = a
 	}
 	s := &Server{opts: o, log: o.Logger, metrics: o.Metrics, auth: o.Auth}
+	for _, h := range o.AllowedHosts {
+		s.hosts = append(s.hosts, hostOnly(h))
+	}
+	for _, origin := range o.AllowedOrigins {
+		s.origins = append(s.origins, strings.ToLower(strings.TrimSuffix(origin, "/")))
+	}
 	s.routes = s.routeTable()
 	s.handler = s.mux()
+	e := o.Engine
+	s.metrics.Gauge("execbox_run_slots", "Run slots (server.max_runs).", func() float64 { return float64(e.Admission().Slots) })
+	s.metrics.Gauge("execbox_run_slots_in_use", "Run slots held now: by runs, and by their results until the answer is written.",
+		func() float64 { return float64(e.Admission().SlotsInUse) })
+	s.metrics.Gauge("execbox_result_memory_bytes", "The result memory bound (server.max_result_memory).",
+		func() float64 { return float64(e.Admission().ResultMemory) })
+	s.metrics.Gauge("execbox_result_memory_reserved_bytes", "Result memory reserved by admitted runs (2 × output + artifact_bytes each).",
+		func() float64 { return float64(e.Admission().ResultMemoryInUse) })
+	s.metrics.Gauge("execbox_connections_open", "Connections open now (Serve's listener).", func() float64 {
+		if l := s.conns.Load(); l != nil {
+			return float64(l.open())
+		}
+		return 0
+	})
 	return s, nil
 }
 
@@ -114,11 +186,20 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	// base ends only when in-flight requests must be cancelled.
 	base, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
+	lim := newConnLimiter(ln, s.opts.MaxConnections, s.opts.MaxConnectionsPerAddress, s.metrics)
+	s.conns.Store(lim)
+	ln = lim
 	hs := &http.Server{
-		Handler:           s.handler,
-		BaseContext:       func(net.Listener) context.Context { return base },
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
+		Handler:     s.handler,
+		BaseContext: func(net.Listener) context.Context { return base },
+		ConnContext: connContext,
+		ConnState:   lim.connState,
+		// No ReadTimeout or WriteTimeout here: a run's answer comes when
+		// the run ends. Each request's body read and each answer's write
+		// get their own deadline (wrap, readBody, decodeJSON, streams).
+		ReadHeaderTimeout: s.opts.HeaderTimeout,
+		IdleTimeout:       s.opts.IdleTimeout,
+		MaxHeaderBytes:    s.opts.MaxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
 	errc := make(chan error, 1)

@@ -165,7 +165,7 @@ func TestSlowBody(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"comm", path)
+		fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"comm", path)
 		// Meanwhile the slot is free.
 		if a := en.do("POST", "/v1/runs", `{"command":["true"]}`); a.status != 200 {
 			t.Errorf("%s: a run while a body is pending: %d %s", path, a.status, a.body)
@@ -264,6 +264,7 @@ func TestBusy(t *testing.T) {
 		cmd := fmt.Sprintf(`{"command":["sh","-c","echo up; while [ ! -e %s ]; do sleep 0.01; done"]}`, runGate)
 		req, _ := http.NewRequest("POST", en.http.URL+"/v1/runs?stream=1", strings.NewReader(cmd))
 		req.Header.Set("Authorization", "Bearer admin")
+		req.Header.Set("Content-Type", "application/json")
 		resp, err := en.http.Client().Do(req)
 		if err != nil {
 			t.Error(err)
@@ -291,7 +292,9 @@ func TestBusy(t *testing.T) {
 		fnSlow <- en.do("POST", "/v1/functions:execute", string(body), bearer(secret)...)
 	}()
 	// …until it is full. Wait until the slow call holds the slot.
-	waitFor(t, func() bool { return strings.Contains(scrape(t, en), `execbox_executions_in_flight{kind="function"} 1`) })
+	waitFor(t, func() bool {
+		return strings.Contains(scrape(t, en, bearer("admin")...), `execbox_executions_in_flight{kind="function"} 1`)
+	})
 	a = en.do("POST", "/v1/functions:execute", `{"code":"def main(): pass"}`, bearer("admin")...)
 	if a.status != 429 || a.header.Get("Retry-After") == "" || a.problem(t).Code != function.CodeBusy {
 		t.Errorf("function gate: %d %s", a.status, a.body)
@@ -319,7 +322,7 @@ func TestBusy(t *testing.T) {
 	if r := <-done; r.status != 200 || !strings.Contains(string(r.body), `"reason":"exited"`) {
 		t.Errorf("slow run: %d %s", r.status, r.body)
 	}
-	m := scrape(t, en)
+	m := scrape(t, en, bearer("admin")...)
 	for _, want := range []string{
 		`execbox_busy_rejections_total{code="busy",kind="run"} 1`,
 		`execbox_busy_rejections_total{code="busy",kind="function"} 1`,
@@ -334,9 +337,9 @@ func TestBusy(t *testing.T) {
 	}
 }
 
-func scrape(t testing.TB, en *env) string {
+func scrape(t testing.TB, en *env, header ...string) string {
 	t.Helper()
-	a := en.do("GET", "/metrics", nil)
+	a := en.do("GET", "/metrics", nil, header...)
 	if a.status != 200 {
 		t.Fatalf("metrics: %d", a.status)
 	}
@@ -379,15 +382,33 @@ func TestAuth(t *testing.T) {
 	if a := en.do("GET", "/v1/audit", nil, "Authorization", "Bearer admin-secret"); a.status != 200 {
 		t.Errorf("admin on audit: %d %s", a.status, a.body)
 	}
-	// Public routes need no token.
-	for _, p := range []string{"/healthz", "/readyz", "/metrics", "/v1/openapi.json"} {
+	// Public routes need no token; /metrics does (issue 22), unless
+	// configured public.
+	for _, p := range []string{"/healthz", "/readyz", "/v1/openapi.json"} {
 		if a := en.do("GET", p, nil); a.status != 200 {
 			t.Errorf("%s: %d", p, a.status)
 		}
 	}
-	// Unauthenticated requests leave no audit row; the token name is logged.
-	if n := en.auditCount(); n != 0 {
-		t.Errorf("%d audit rows, want 0", n)
+	if a := en.do("GET", "/metrics", nil); a.status != 401 {
+		t.Errorf("/metrics without a token: %d", a.status)
+	}
+	if a := en.do("GET", "/metrics", nil, "Authorization", "Bearer user-secret"); a.status != 200 {
+		t.Errorf("/metrics with a token: %d", a.status)
+	}
+	open := newEnv(t, setup{tokens: []auth.Token{auth.FromSecret("s")}, publicMetrics: true})
+	if a := open.do("GET", "/metrics", nil); a.status != 200 {
+		t.Errorf("/metrics with server.public_metrics: %d", a.status)
+	}
+	// Each failed authentication (credentials that match no token) leaves
+	// an audit row of kind auth, with the caller's address and no token
+	// (issue 22: they left none); requests without credentials leave none.
+	// The token name is logged.
+	recs, total, err := en.audit.Query(context.Background(), audit.Query{Operation: audit.OpAuth})
+	if err != nil || total != 4 || recs[0].Token != "" || recs[0].Remote != "127.0.0.1" || recs[0].ErrorCode != v1.CodeUnauthenticated {
+		t.Errorf("auth rows: %d %+v %v, want 4 (the bad headers but the empty one)", total, recs, err)
+	}
+	if n := en.auditCount(); n != 4 {
+		t.Errorf("%d audit rows, want only the 4 failed authentications", n)
 	}
 	if !strings.Contains(en.logs.String(), `"token":"user"`) {
 		t.Errorf("logs do not name the token:\n%s", en.logs)
@@ -530,6 +551,7 @@ func TestStream(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	req, _ := http.NewRequestWithContext(ctx, "POST", en.http.URL+"/v1/runs?stream=1",
 		strings.NewReader(`{"command":["sh","-c","echo up; sleep `+marker+`"]}`))
+	req.Header.Set("Content-Type", "application/json")
 	resp, err := en.http.Client().Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -579,7 +601,8 @@ func TestAuditEveryExecution(t *testing.T) {
 	en.do("POST", "/v1/functions:execute", `{"code":"def main():\n    return 1\n"}`, bearer...)
 	en.do("POST", "/v1/functions:execute", `{"code":"def main(:"}`, bearer...)
 	en.do("POST", "/v1/functions:lint", `{"code":"def main(): pass"}`, bearer...)
-	en.do("POST", "/v1/runs", `{"command":["true"]}`) // 401: no row
+	en.do("POST", "/v1/runs", `{"command":["true"]}`)                                  // 401, no credentials: no row
+	en.do("POST", "/v1/runs", `{"command":["true"]}`, "Authorization", "Bearer guess") // 401: a row of kind auth
 	a := en.do("GET", "/v1/audit?token=user&limit=10", nil, "Authorization", "Bearer admin")
 	got := decode[v1.Audit](t, a)
 	if a.status != 200 || got.Total != 6 || len(got.Records) != 6 {
@@ -606,11 +629,21 @@ func TestAuditEveryExecution(t *testing.T) {
 	run := r[5]
 	if run.ExitCode == nil || *run.ExitCode != 4 || run.Backend != "local" || run.Isolation != "none" ||
 		run.Limits == nil || run.Limits.Memory != 64*sandbox.MiB || run.Limits.Wall != sandbox.Defaults.Wall ||
-		run.CodeSHA256 != sha(`["sh","-c","exit 4"]`) || run.Code != `["sh","-c","exit 4"]` || run.Usage == nil || run.Duration <= 0 {
+		run.CodeSHA256 != runHash(&v1.RunRequest{Command: []string{"sh", "-c", "exit 4"}}) || run.Code != `["sh","-c","exit 4"]` ||
+		run.Usage == nil || run.Duration <= 0 || run.Remote != "127.0.0.1" {
 		t.Errorf("run record %+v", run)
 	}
-	if r[4].CodeSHA256 != sha("print(1)") || r[2].Limits == nil || r[2].Limits.Wall != function.DefaultTimeout {
+	if r[4].CodeSHA256 != runHash(&v1.RunRequest{Code: "print(1)"}) || r[4].Code != "print(1)" || r[2].Limits == nil || r[2].Limits.Wall != function.DefaultTimeout {
 		t.Errorf("records %+v %+v", r[4], r[2])
+	}
+	// A refused request keeps its hash, not its code (issue 22: refused
+	// requests stored their code).
+	if r[3].CodeSHA256 == "" || r[3].Code != "" {
+		t.Errorf("the refused record keeps code: %+v", r[3])
+	}
+	a = en.do("GET", "/v1/audit?kind=auth", nil, "Authorization", "Bearer admin")
+	if got := decode[v1.Audit](t, a); got.Total != 1 || got.Records[0].ErrorCode != v1.CodeUnauthenticated || got.Records[0].Remote == "" {
+		t.Errorf("the failed authentication: %s", a.body)
 	}
 	a = en.do("GET", "/v1/audit?kind=run&error_code=network_denied", nil, "Authorization", "Bearer admin")
 	if got := decode[v1.Audit](t, a); got.Total != 1 {
@@ -620,10 +653,6 @@ func TestAuditEveryExecution(t *testing.T) {
 	if a.status != 400 || a.problem(t).Field != "limit" {
 		t.Errorf("bad limit: %d %s", a.status, a.body)
 	}
-}
-
-func sha(s string) string {
-	return auth.HashSecret(s) // the same SHA-256 hex
 }
 
 func TestRequestIDs(t *testing.T) {

@@ -8,6 +8,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -26,44 +28,88 @@ type Base struct {
 // never takes a sibling backend's.
 var liveBases sync.Map
 
-// OpenBase makes root (0711), removes what dead processes left in it and
-// makes this process's base there (0711).
+// OpenBase makes root (MakeRoot: no symlink followed, ours alone, 0711),
+// removes what dead processes left in it and makes this process's base
+// there (0711).
 func OpenBase(root string) (*Base, error) {
-	if err := os.MkdirAll(root, 0o711); err != nil {
+	fd, err := openRoot(root, true)
+	if err != nil {
 		return nil, fmt.Errorf("creating work root: %w", err)
 	}
-	if _, err := Reconcile(root); err != nil {
+	defer unix.Close(fd)
+	root = filepath.Clean(root)
+	if _, err := reconcileAt(fd, root); err != nil {
 		return nil, err
 	}
 	var r [4]byte
 	rand.Read(r[:])
-	d := &Base{Root: root, Path: filepath.Join(root, strconv.Itoa(os.Getpid())+"."+hex.EncodeToString(r[:]))}
+	name := strconv.Itoa(os.Getpid()) + "." + hex.EncodeToString(r[:])
+	d := &Base{Root: root, Path: filepath.Join(root, name)}
 	liveBases.Store(d.Path, true)
-	if err := os.Mkdir(d.Path, 0o711); err != nil {
+	err = unix.Mkdirat(fd, name, RootMode)
+	if err == nil {
+		var bd int
+		if bd, err = unix.Openat(fd, name, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0); err == nil {
+			err = fchmodDir(bd, RootMode)
+			unix.Close(bd)
+		}
+	}
+	if err != nil {
 		liveBases.Delete(d.Path)
 		return nil, fmt.Errorf("creating work dir parent: %w", err)
 	}
 	return d, nil
 }
 
+// baseName is the name of a process's base: <pid>.<random>.
+var baseName = regexp.MustCompile(`^[0-9]+\.[0-9a-z]+$`)
+
 // Reconcile removes, mounts first, every <pid>.<rand> directory of root
 // that belongs to a dead process, or to this PID but no live Base. It
 // returns the directories it removed.
+//
+// It never deletes through a symlink: root is opened as MakeRoot checks it
+// (no symlink on the path, ours alone) without creating it, and only real
+// directories owned by this process's user with a base's name are
+// candidates; anything else in root is left alone.
 func Reconcile(root string) ([]string, error) {
-	ents, err := os.ReadDir(root)
+	fd, err := openRoot(root, false)
 	if err != nil {
 		return nil, fmt.Errorf("reconciling work dirs: %w", err)
 	}
+	defer unix.Close(fd)
+	return reconcileAt(fd, filepath.Clean(root))
+}
+
+// reconcileAt is Reconcile of root, held open (read) as fd.
+func reconcileAt(fd int, root string) ([]string, error) {
+	dup, err := unix.Dup(fd)
+	if err != nil {
+		return nil, fmt.Errorf("reconciling work dirs: %w", err)
+	}
+	f := os.NewFile(uintptr(dup), root)
+	names, err := f.Readdirnames(-1)
+	f.Close()
+	if err != nil {
+		return nil, fmt.Errorf("reconciling work dirs: %w", err)
+	}
+	slices.Sort(names)
+	euid := os.Geteuid()
 	var removed []string
 	var errs []error
-	for _, ent := range ents {
-		dir := filepath.Join(root, ent.Name())
-		if _, live := liveBases.Load(dir); live {
+	for _, name := range names {
+		dir := filepath.Join(root, name)
+		if _, live := liveBases.Load(dir); live || !baseName.MatchString(name) {
 			continue
 		}
-		p, _, ok := strings.Cut(ent.Name(), ".")
+		var st unix.Stat_t
+		if err := unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil ||
+			st.Mode&unix.S_IFMT != unix.S_IFDIR || int(st.Uid) != euid {
+			continue // a symlink, a file, someone else's: never ours to remove
+		}
+		p, _, _ := strings.Cut(name, ".")
 		pid, err := strconv.Atoi(p)
-		if ok && err == nil && pid != os.Getpid() {
+		if err == nil && pid != os.Getpid() {
 			if err := unix.Kill(pid, 0); err == nil || errors.Is(err, unix.EPERM) {
 				continue // its owner lives
 			}

@@ -101,7 +101,8 @@ func bindWithFile(t *testing.T, target string) string {
 
 // Bases of dead processes (and of this PID with no live Base) are removed,
 // their tmpfs and bind detached first and the bind's source kept; bases of
-// live processes, the open Base's own and other names are kept.
+// live processes, the open Base's own, other names, symlinks and what
+// another user owns are kept.
 func TestReconcile(t *testing.T) {
 	needRoot(t)
 	root := filepath.Join(t.TempDir(), "work")
@@ -135,6 +136,19 @@ func TestReconcile(t *testing.T) {
 	mkdir(t, live)
 	other := filepath.Join(root, "notapid")
 	mkdir(t, other)
+	// A dead process's name on a symlink (to a directory of dead-looking
+	// entries) and on a directory another user owns: neither is ours.
+	target := t.TempDir()
+	mkdir(t, filepath.Join(target, strconv.Itoa(deadPID(t))+".x"))
+	link := filepath.Join(root, strconv.Itoa(deadPID(t))+".link")
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+	foreign := filepath.Join(root, strconv.Itoa(deadPID(t))+".foreign")
+	mkdir(t, foreign)
+	if err := os.Chown(foreign, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
 	if mps, _ := MountsUnder(dead); len(mps) != 2 {
 		t.Fatalf("mounts below the dead base: %v, want the tmpfs and the bind", mps)
 	}
@@ -144,7 +158,7 @@ func TestReconcile(t *testing.T) {
 		t.Fatalf("Reconcile: %v", err)
 	}
 	slices.Sort(removed)
-	want := []string{dead, other, ownStale}
+	want := []string{dead, ownStale}
 	slices.Sort(want)
 	if !slices.Equal(removed, want) {
 		t.Fatalf("removed %v, want %v", removed, want)
@@ -160,10 +174,13 @@ func TestReconcile(t *testing.T) {
 	if _, err := os.Stat(keep); err != nil {
 		t.Fatalf("the bind's source lost its file: %v", err)
 	}
-	for _, p := range []string{d.Path, live} {
-		if _, err := os.Stat(p); err != nil {
-			t.Fatalf("live base %s was removed: %v", p, err)
+	for _, p := range []string{d.Path, live, other, link, foreign, target} {
+		if _, err := os.Lstat(p); err != nil {
+			t.Fatalf("%s was removed: %v", p, err)
 		}
+	}
+	if ents, _ := os.ReadDir(target); len(ents) != 1 {
+		t.Fatalf("reconciling went through the symlink: %v left in its target", ents)
 	}
 }
 

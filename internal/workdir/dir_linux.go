@@ -38,9 +38,10 @@ type fileKey struct {
 }
 
 // New creates a fresh work dir under root, owned by uid:gid with mode
-// 0700. root is created (0711) if missing.
+// 0700. root is created (0711, as MakeRoot: no symlink followed, ours
+// alone) if missing.
 func New(root string, uid, gid int) (*Dir, error) {
-	if err := os.MkdirAll(root, 0o711); err != nil {
+	if err := MakeRoot(root); err != nil {
 		return nil, fmt.Errorf("creating work root: %w", err)
 	}
 	dir, err := os.MkdirTemp(root, "execbox-")
@@ -267,7 +268,9 @@ func (w *Dir) Collect(maxFiles int, maxBytes int64) (sandbox.Artifacts, error) {
 }
 
 // readAt reads a regular file that is at most size bytes, refusing a symlink
-// swapped in since the stat and a file that grew past size.
+// swapped in since the stat and a file that grew past size. It allocates
+// the size once (io.ReadAll would regrow its buffer to twice a large file,
+// copying it as it goes).
 func readAt(dirfd int, name string, size int64) ([]byte, error) {
 	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -275,11 +278,16 @@ func readAt(dirfd int, name string, size int64) ([]byte, error) {
 	}
 	f := os.NewFile(uintptr(fd), name)
 	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, size+1))
+	data := make([]byte, size)
+	n, err := io.ReadFull(f, data)
+	if err == io.ErrUnexpectedEOF || err == io.EOF {
+		return data[:n], nil // it shrank: what is there
+	}
 	if err != nil {
 		return nil, err
 	}
-	if int64(len(data)) > size {
+	var more [1]byte
+	if m, _ := f.Read(more[:]); m > 0 {
 		return nil, errors.New("file grew while being read")
 	}
 	return data, nil

@@ -2,8 +2,21 @@
 // work root, this process's base directory in it (Base), each sandbox's
 // work dir below that (Dir, mounted at /work inside), and their removal.
 //
-//	<work root>/<pid>.<rand>/…/execbox-XXXX
-//	 backend     Base           Dir
+//	<work root>/<backend>/<pid>.<rand>/[<sandbox id>/]execbox-XXXX
+//	 MakeRoot    OpenBase  Base                        Dir
+//
+// # The work root
+//
+// The work root is execbox's alone (MakeRoot): created without following
+// a symlink anywhere on its path; every directory above it owned by root
+// or execbox's user and writable by others only when sticky (/tmp); the
+// root itself owned by execbox's user and writable by no one else. Every
+// directory execbox makes on the way to a work dir is 0711 (RootMode),
+// owned by execbox: others may pass through (bwrap's uid 65534 reaches its
+// work dir) but neither list nor write, and the names below the backend's
+// directory are unguessable. The work dir itself is 0700, owned by the
+// sandbox's uid. The default root (sandbox.DefaultWorkRoot) is /run/execbox
+// as root, $XDG_RUNTIME_DIR/execbox or /tmp/execbox-<uid> otherwise.
 //
 // # Writing in and collecting out
 //
@@ -21,7 +34,10 @@
 //
 //   - Reconcile removes a base only when its process is dead, or when it
 //     carries this process's PID but no Base of this process owns it (a
-//     previous process with the same PID, as PID 1 in a container).
+//     previous process with the same PID, as PID 1 in a container); only
+//     a real directory named <pid>.<rand> owned by execbox's user, found in
+//     a root MakeRoot accepts: never anything through a symlink, never
+//     another user's, never a name that is not a base's.
 //   - Before removing a tree, every mount at or below it is detached,
 //     deepest first, and RemoveTree refuses while any mount is left, so a
 //     writable host bind is never emptied by a recursive remove.

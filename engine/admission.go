@@ -1,0 +1,150 @@
+package engine
+
+import (
+	"context"
+	"sync"
+
+	"github.com/execbox/execbox/sandbox"
+)
+
+// Owner is who a run is admitted for: the server passes the token. The
+// zero Owner has no share to keep to (the CLI, a library caller, a server
+// without tokens).
+type Owner struct {
+	// Name identifies the owner; "" is no owner.
+	Name string
+	// Privileged owners (admin tokens) may also take the ReservedRuns
+	// slots and are held to no OwnerRuns share.
+	Privileged bool
+}
+
+// AdmissionStats are the run gate's counters.
+type AdmissionStats struct {
+	// Slots and SlotsInUse: MaxRuns, and how many runs (and created
+	// sandboxes) hold one now.
+	Slots, SlotsInUse int
+	// ResultMemory and ResultMemoryInUse: the result memory, and how much
+	// of it the admitted runs reserve now.
+	ResultMemory, ResultMemoryInUse int64
+}
+
+// gate is the engine's admission: MaxRuns slots, of which ReservedRuns
+// only privileged owners take and at most OwnerRuns one unprivileged
+// owner holds, and ResultMemory bytes of which every run reserves its
+// limits' ResultBytes. It never waits: what does not fit is refused at
+// once with ErrBusy, code "busy".
+type gate struct {
+	slots, reserved, share int
+	memory                 int64
+
+	mu      sync.Mutex
+	inUse   int
+	memUsed int64
+	byOwner map[string]int
+}
+
+func newGate(slots, reserved, share int, memory int64) *gate {
+	return &gate{slots: slots, reserved: reserved, share: share, memory: memory, byOwner: map[string]int{}}
+}
+
+func busy(format string, args ...any) error {
+	return sandbox.Errorf(sandbox.ErrBusy, "busy", format+"; try again later", args...)
+}
+
+// take admits one run of owner holding mem bytes of results, or refuses.
+// release gives it back; it is safe to call more than once.
+func (g *gate) take(o Owner, mem int64) (release func(), err error) {
+	if mem > g.memory {
+		return nil, sandbox.Errorf(sandbox.ErrInvalid, "limit_too_high",
+			"limits: 2 × output + artifact_bytes is %s, more than the whole result memory %s (server.max_result_memory)",
+			sandbox.FormatSize(mem), sandbox.FormatSize(g.memory))
+	}
+	shared := o.Name != "" && !o.Privileged
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	switch {
+	case g.inUse >= g.slots:
+		return nil, busy("every run slot is taken (server.max_runs %d)", g.slots)
+	case shared && g.inUse >= g.slots-g.reserved:
+		return nil, busy("the free run slots are kept for admin tokens (server.admin_runs %d of server.max_runs %d)", g.reserved, g.slots)
+	case shared && g.byOwner[o.Name] >= g.share:
+		return nil, busy("token %s holds %d run slots, its share (server.max_runs_per_token)", o.Name, g.share)
+	case g.memUsed+mem > g.memory:
+		return nil, busy("the runs in flight hold %s of the %s of result memory, and this one may need %s (server.max_result_memory)",
+			sandbox.FormatSize(g.memUsed), sandbox.FormatSize(g.memory), sandbox.FormatSize(mem))
+	}
+	g.inUse++
+	g.memUsed += mem
+	if shared {
+		g.byOwner[o.Name]++
+	}
+	return sync.OnceFunc(func() {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		g.inUse--
+		g.memUsed -= mem
+		if shared {
+			if g.byOwner[o.Name]--; g.byOwner[o.Name] == 0 {
+				delete(g.byOwner, o.Name)
+			}
+		}
+	}), nil
+}
+
+func (g *gate) stats() AdmissionStats {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return AdmissionStats{Slots: g.slots, SlotsInUse: g.inUse, ResultMemory: g.memory, ResultMemoryInUse: g.memUsed}
+}
+
+// Admission returns the run gate's counters.
+func (e *Engine) Admission() AdmissionStats { return e.gate.stats() }
+
+// Ticket is an admitted run: it holds a run slot and the result memory of
+// its limits from Admit until Release, so that a result is counted until
+// whoever holds it has passed it on (the server: until its answer is
+// written).
+type Ticket struct {
+	e       *Engine
+	spec    sandbox.Spec
+	release func()
+}
+
+// Admit admits a run of spec for owner: the configured defaults and maxima
+// are applied to spec's limits (a limit over its maximum is ErrInvalid
+// naming the field), then a run slot is taken and the result memory the
+// limits allow (2 × output + artifact_bytes) reserved, within the owner's
+// share; what does not fit is refused at once with ErrBusy, code "busy".
+// The caller must Release the ticket.
+func (e *Engine) Admit(owner Owner, spec sandbox.Spec) (*Ticket, error) {
+	l, err := e.Limits(spec.Limits)
+	if err != nil {
+		return nil, err
+	}
+	spec.Limits = l
+	release, err := e.gate.take(owner, l.ResultBytes())
+	if err != nil {
+		return nil, err
+	}
+	return &Ticket{e: e, spec: spec, release: release}, nil
+}
+
+// Limits are the admitted run's limits, defaults and maxima applied.
+func (t *Ticket) Limits() sandbox.Limits { return t.spec.Limits }
+
+// Run selects a backend for sel and runs p in a one-shot sandbox of the
+// admitted spec under the configured policy. The ticket stays held after
+// Run returns, until Release.
+func (t *Ticket) Run(ctx context.Context, sel sandbox.Selection, p *sandbox.Process) (*sandbox.Result, error) {
+	b, _, err := t.e.Select(ctx, sel)
+	if err != nil {
+		return nil, err
+	}
+	spec := t.spec
+	spec.Policy = t.e.Policy(spec.Policy)
+	return sandbox.Run(ctx, b, spec, p)
+}
+
+// Release gives the slot and the result memory back. It is safe to call
+// more than once.
+func (t *Ticket) Release() { t.release() }
