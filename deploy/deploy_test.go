@@ -67,6 +67,12 @@ func TestConfigSetsWhatPackagingDecides(t *testing.T) {
 	}
 }
 
+// hostSized reports whether key's built-in default is derived from the
+// host's memory and CPUs, so the file can only show an example of it.
+func hostSized(key string) bool {
+	return strings.HasPrefix(key, "max_limits.") || key == "server.max_result_memory"
+}
+
 // commentedKey is a key left at its default: "#key: value", indented as
 // the key would be.
 var commentedKey = regexp.MustCompile(`(?m)^(\s*)#([a-z_]+:.*)$`)
@@ -92,6 +98,9 @@ func TestConfigListsEveryKeyWithItsDefault(t *testing.T) {
 		}
 		if _, set := packaged[key]; set {
 			continue
+		}
+		if hostSized(key) {
+			continue // listed with this build machine's value; yours differs
 		}
 		if e.Text != def[key].Text {
 			t.Errorf("execbox.yaml line %d shows %s: %s, but the default is %s", e.Source.Line, key, e.Text, def[key].Text)
