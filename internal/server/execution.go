@@ -40,6 +40,10 @@ func (s *Server) begin(r *http.Request, op v1.Operation) *execution {
 // admit takes the token's limits (rate and in-flight executions). A
 // refusal is answered here; admit then returns false.
 func (x *execution) admit(w http.ResponseWriter) bool {
+	if x.s.closing.Load() {
+		x.fail(w, sandbox.Errorf(sandbox.ErrUnavailable, v1.CodeDraining, "the server is shutting down; retry on another instance"))
+		return false
+	}
 	if id := x.info.identity; id != nil {
 		release, err := id.Admit()
 		if err != nil {

@@ -91,6 +91,7 @@ type Server struct {
 	conns   atomic.Pointer[connLimiter]
 
 	draining atomic.Bool
+	closing  atomic.Bool    // the drain delay is over: new executions are refused
 	handlers sync.WaitGroup // requests being handled
 }
 
@@ -215,6 +216,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	if s.opts.DrainDelay > 0 {
 		time.Sleep(s.opts.DrainDelay)
 	}
+	// From here on a new execution on a connection still open is refused
+	// 503 draining; the running ones get the shutdown timeout.
+	s.closing.Store(true)
 	sctx, scancel := context.WithTimeout(context.Background(), s.opts.ShutdownTimeout)
 	defer scancel()
 	if err := hs.Shutdown(sctx); err != nil {

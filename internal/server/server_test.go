@@ -764,3 +764,20 @@ func TestServeShutdown(t *testing.T) {
 		t.Errorf("work dirs left: %v", ents)
 	}
 }
+
+// TestClosingRefusesNewExecutions: once the drain delay is over, a new
+// run or function call on a connection still open is refused 503
+// draining; health still answers.
+func TestClosingRefusesNewExecutions(t *testing.T) {
+	en := newEnv(t, setup{})
+	en.srv.closing.Store(true)
+	for _, path := range []string{"/v1/runs", "/v1/functions:execute"} {
+		a := en.do("POST", path, `{"command":["true"],"code":"def main(): pass"}`)
+		if a.status != 503 || a.problem(t).Code != v1.CodeDraining {
+			t.Errorf("%s while closing: %d %s", path, a.status, a.body)
+		}
+	}
+	if a := en.do("GET", "/healthz", nil); a.status != 200 {
+		t.Errorf("/healthz while closing: %d", a.status)
+	}
+}
