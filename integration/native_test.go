@@ -118,7 +118,7 @@ func TestFnCodeFileAndLint(t *testing.T) {
 	marker := filepath.Join(dir, "ran")
 	writeFile(t, bad, "open("+fmt.Sprintf("%q", marker)+", 'w')\ndef f(:\n")
 	r = execbox(t, nil, "", "lint", bad)
-	if r.code != 1 || !strings.Contains(r.stdout, bad+":2:6: error:") {
+	if r.code != 1 || !strings.Contains(r.stdout, bad+":2:7: error:") {
 		t.Fatalf("lint: exit %d, %q %q", r.code, r.stdout, r.stderr)
 	}
 	r = execbox(t, nil, "", "lint", good)

@@ -6,10 +6,13 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -122,23 +125,56 @@ func execMain() {
 	if len(os.Args) < 3 || json.Unmarshal([]byte(os.Args[1]), &cfg) != nil {
 		fail("bad exec stage arguments")
 	}
+	// After the limits, no Go code may need memory: under a memory
+	// rlimit below what the runtime (race-instrumented, in tests) already
+	// maps, any new mapping kills it ("fatal error: runtime: out of
+	// memory", exit 2). So everything execve needs is built first, and
+	// the limits and execve are raw system calls with nothing between.
+	path, err1 := syscall.BytePtrFromString(cfg.Path)
+	argv, err2 := syscall.SlicePtrFromStrings(os.Args[2:])
+	envv, err3 := syscall.SlicePtrFromStrings(os.Environ())
+	if err := errors.Join(err1, err2, err3); err != nil {
+		fail("preparing %s: %v", cfg.Path, err)
+	}
+	type limit struct {
+		res int
+		rl  unix.Rlimit
+	}
+	var limits []limit
 	for res, lim := range cfg.Rlimits {
 		rl := unix.Rlimit{Cur: lim, Max: lim}
 		if res == unix.RLIMIT_CPU {
 			rl.Max = lim + 1 // SIGXCPU at the soft limit, SIGKILL a second later
 		}
-		if err := unix.Setrlimit(res, &rl); err != nil {
-			fail("setting rlimit %d: %v", res, err)
+		limits = append(limits, limit{res, rl})
+	}
+	prefix := []byte("execbox local: executing " + cfg.Path + ": ")
+	runtime.LockOSThread()
+	debug.SetGCPercent(-1)
+	for i := range limits {
+		l := &limits[i]
+		if _, _, e := unix.RawSyscall6(unix.SYS_PRLIMIT64, 0, uintptr(l.res), uintptr(unsafe.Pointer(&l.rl)), 0, 0, 0); e != 0 {
+			rawFail(prefix, e, 127)
 		}
 	}
-	err := unix.Exec(cfg.Path, os.Args[2:], os.Environ())
+	_, _, e := unix.RawSyscall(unix.SYS_EXECVE, uintptr(unsafe.Pointer(path)), uintptr(unsafe.Pointer(&argv[0])), uintptr(unsafe.Pointer(&envv[0])))
 	// As a shell does: 127 when there is no such file (or no interpreter
 	// for a script), 126 when execve refused a file that is there.
-	fmt.Fprintf(os.Stderr, "execbox local: executing %s: %v\n", cfg.Path, err)
-	if errors.Is(err, unix.ENOENT) {
-		reexec.Exit(sandbox.ExitNotFound)
+	if e == unix.ENOENT {
+		rawFail(prefix, e, sandbox.ExitNotFound)
 	}
-	reexec.Exit(sandbox.ExitNotExecutable)
+	rawFail(prefix, e, sandbox.ExitNotExecutable)
+}
+
+// rawFail writes prefix and errno's text to stderr and exits with code,
+// allocating nothing (the limits may forbid it).
+func rawFail(prefix []byte, e unix.Errno, code int) {
+	msg := e.Error() // a constant of the errno table
+	unix.RawSyscall(unix.SYS_WRITE, 2, uintptr(unsafe.Pointer(&prefix[0])), uintptr(len(prefix)))
+	unix.RawSyscall(unix.SYS_WRITE, 2, uintptr(unsafe.Pointer(unsafe.StringData(msg))), uintptr(len(msg)))
+	nl := byte('\n')
+	unix.RawSyscall(unix.SYS_WRITE, 2, uintptr(unsafe.Pointer(&nl)), 1)
+	reexec.Exit(code)
 }
 
 func writeStatus(st status) {

@@ -35,9 +35,9 @@ func newFnCmd(g *globals) *cobra.Command {
 {"code", "params", "entrypoint", "mode", "language", "timeout"} on stdin and
 writes one response {"ok": true, "data": …} or {"ok": false, "error": …} on
 stdout. With --code-file it builds the request from flags instead.
-It exits 0 whenever the request reached the function, ok or not; 125 when
-its own flags or input were wrong or it could not answer (a response with
-the error is written then too).`,
+It exits 0 whenever it answered a request, ok or not; 125 when its flags
+were wrong (a response with the error is written then too) or it could not
+answer.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var req *function.Request
@@ -54,13 +54,16 @@ the error is written then too).`,
 				req.Tier = tier
 			}
 			var resp *function.Response
-			if err != nil {
-				// The caller's mistake, not the function's: the response
-				// says what, and the exit code says it did not run.
+			if err != nil && codeFile != "" {
+				// A wrong flag is the caller's mistake, not the function's:
+				// the response says what, and the exit code says it did
+				// not run. (A request on stdin is answered like any call.)
 				if werr := function.WriteResponse(os.Stdout, function.ErrorResponse(err)); werr != nil {
 					return werr
 				}
 				return exitError{errmap.ExitRefused}
+			} else if err != nil {
+				resp = function.ErrorResponse(err)
 			} else {
 				resp, err = callFunctionAt(cmd.Context(), g, remote, req)
 				if err != nil {

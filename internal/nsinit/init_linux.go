@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -120,6 +122,7 @@ func run(c *Config, ctl *os.File) *Status {
 		st.Landlock = desc
 	}
 	warmThreads(c.Rlimits)
+	warmHeap(c.Rlimits)
 	if err := setRlimits(c.Rlimits); err != nil {
 		return fail(CodeSetup, err)
 	}
@@ -302,6 +305,30 @@ func warmThreads(ls []Rlimit) {
 		wg.Wait()
 		return
 	}
+}
+
+// warmHeap readies the init's heap for life under a memory rlimit (the
+// rootless stand-in for a cgroup, RLIMIT_AS, usually below the address
+// space the Go runtime has reserved): past setRlimits any new mapping
+// fails and the runtime dies of it ("fatal error: runtime: cannot allocate
+// memory"). So the collector stops, and spans of every small size class,
+// with the metadata a new span needs, are made now and handed back to the
+// heap, where what the init allocates before exec (ForkExec's argv and
+// environment) finds room without a new mapping.
+func warmHeap(ls []Rlimit) {
+	if !slices.ContainsFunc(ls, func(l Rlimit) bool { return l.Resource == unix.RLIMIT_AS || l.Resource == unix.RLIMIT_DATA }) {
+		return
+	}
+	debug.SetGCPercent(-1)
+	var keep [][]byte
+	for size := 8; size <= 32<<10; size *= 2 {
+		for range 32 {
+			keep = append(keep, make([]byte, size))
+		}
+	}
+	runtime.KeepAlive(keep)
+	keep = nil
+	runtime.GC()
 }
 
 // setRlimits sets the program's limits on the init, which the fork copies.
