@@ -3,6 +3,7 @@ package sandbox
 import (
 	"syscall"
 	"time"
+	"unicode/utf8"
 )
 
 // Reason says why a process ended.
@@ -65,7 +66,11 @@ type Result struct {
 	Stderr          string `json:"stderr"`
 	StdoutTruncated bool   `json:"stdout_truncated"`
 	StderrTruncated bool   `json:"stderr_truncated"`
-	Usage           Usage  `json:"usage"`
+	// StdoutBase64 and StderrBase64 carry a stream that is not valid
+	// UTF-8, byte for byte; its text field is then empty (see WireForm).
+	StdoutBase64 []byte `json:"stdout_base64,omitempty"`
+	StderrBase64 []byte `json:"stderr_base64,omitempty"`
+	Usage        Usage  `json:"usage"`
 	// Artifacts are the regular files created or changed in the work dir.
 	Artifacts []Artifact `json:"artifacts,omitempty"`
 	// Skipped lists files not returned as artifacts, and why.
@@ -103,6 +108,23 @@ type Skipped struct {
 type Artifacts struct {
 	Files   []Artifact
 	Skipped []Skipped
+}
+
+// WireForm readies r for a transport that encodes it as JSON, where a
+// string must be UTF-8: a stream that is not moves, byte for byte, to its
+// base64 field. Unless explain, the per-limit Enforcement prose is left
+// out: it is the same for every run of a backend (its Capabilities and
+// health say it) and only noise in an agent's context.
+func (r *Result) WireForm(explain bool) {
+	if !utf8.ValidString(r.Stdout) {
+		r.StdoutBase64, r.Stdout = []byte(r.Stdout), ""
+	}
+	if !utf8.ValidString(r.Stderr) {
+		r.StderrBase64, r.Stderr = []byte(r.Stderr), ""
+	}
+	if !explain {
+		r.Enforcement = nil
+	}
 }
 
 // Succeeded reports whether the program ran and exited 0.

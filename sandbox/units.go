@@ -145,3 +145,23 @@ func FormatDuration(d time.Duration) string {
 	}
 	return s
 }
+
+// HumanSize writes n bytes as a person reads them: "256 MiB", "1.5 GiB",
+// "512 KiB", "100 bytes" (one decimal where the unit does not divide n).
+func HumanSize(n int64) string {
+	for _, u := range []struct {
+		name string
+		mult int64
+	}{{"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
+		if n >= u.mult {
+			if n%u.mult == 0 {
+				return strconv.FormatInt(n/u.mult, 10) + " " + u.name
+			}
+			return strconv.FormatFloat(float64(n)/float64(u.mult), 'f', 1, 64) + " " + u.name
+		}
+	}
+	if n == 1 {
+		return "1 byte"
+	}
+	return strconv.FormatInt(n, 10) + " bytes"
+}

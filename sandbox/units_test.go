@@ -136,3 +136,14 @@ func FuzzParseSize(f *testing.F) {
 		}
 	})
 }
+
+func TestHumanSize(t *testing.T) {
+	for n, want := range map[int64]string{
+		0: "0 bytes", 1: "1 byte", 1023: "1023 bytes", 1024: "1 KiB", 1536: "1.5 KiB",
+		256 << 20: "256 MiB", 3 << 29: "1.5 GiB", 1 << 40: "1 TiB",
+	} {
+		if got := HumanSize(n); got != want {
+			t.Errorf("HumanSize(%d) = %q, want %q", n, got, want)
+		}
+	}
+}

@@ -30,8 +30,8 @@ func Explain(res *sandbox.Result, before, after Stats, l sandbox.Limits, killed 
 	switch {
 	case after.OOMKills > before.OOMKills:
 		res.Reason = sandbox.ReasonMemoryLimit
-		res.Message = fmt.Sprintf("the memory limit of %d bytes was reached; the kernel's OOM killer ended %d process(es)",
-			l.Memory, after.OOMKills-before.OOMKills)
+		res.Message = fmt.Sprintf("the memory limit of %s was reached; the kernel's OOM killer ended %d process(es)",
+			sandbox.HumanSize(l.Memory), after.OOMKills-before.OOMKills)
 		return res.Reason
 	case res.Reason == sandbox.ReasonSandboxError || l.Pids == 0:
 		// Keep the error; or no pids limit of the program's to blame.

@@ -37,7 +37,7 @@ func TestExplain(t *testing.T) {
 		want    sandbox.Reason // returned; "" = res.Reason unchanged
 		wantMsg string         // substring of the message
 	}{
-		{"oom grew", signaled, oom, l, false, sandbox.ReasonMemoryLimit, "memory limit of 67108864 bytes was reached; the kernel's OOM killer ended 2 process(es)"},
+		{"oom grew", signaled, oom, l, false, sandbox.ReasonMemoryLimit, "memory limit of 64 MiB was reached; the kernel's OOM killer ended 2 process(es)"},
 		{"oom grew over sandbox_error", sandboxErr, oom, l, false, sandbox.ReasonMemoryLimit, "OOM killer ended 2"},
 		{"oom beats pids", exited(1), both, l, false, sandbox.ReasonMemoryLimit, "OOM killer"},
 		{"pids grew", exited(1), pids, l, false, sandbox.ReasonPidsLimit, "limit of 32 processes was reached"},

@@ -54,6 +54,16 @@ func encodeStreaming(w io.Writer, v any, res *sandbox.Result) error {
 		defer func() { *res = saved }()
 		str(&res.Stdout, "stdout")
 		str(&res.Stderr, "stderr")
+		data := func(b *[]byte, name string) {
+			if len(*b) < chunk {
+				return
+			}
+			ph := []byte("\x00execbox:" + tag + ":" + name)
+			large = append(large, largeValue{placeholder: []byte(`"` + base64.StdEncoding.EncodeToString(ph) + `"`), data: *b, isData: true})
+			*b = ph
+		}
+		data(&res.StdoutBase64, "stdout_base64")
+		data(&res.StderrBase64, "stderr_base64")
 		arts = make([]sandbox.Artifact, len(res.Artifacts))
 		copy(arts, res.Artifacts)
 		for i := range arts {

@@ -32,6 +32,10 @@ func TestEncodeStreamingIsJSON(t *testing.T) {
 			data[j] = byte(r.IntN(256))
 		}
 		res.Artifacts = []sandbox.Artifact{{Path: "small", Data: []byte("x")}, {Path: "big", Size: int64(size), Data: data}, {Path: "empty", Data: []byte{}}, {Path: "nil"}}
+		if i%2 == 1 { // the form of a stream that is not UTF-8
+			res.StdoutBase64 = data
+			res.StderrBase64 = data[:size/3]
+		}
 		before := *res
 		for _, v := range []any{res, &v1.StreamEvent{Type: v1.EventResult, Result: res}} {
 			var want, got bytes.Buffer

@@ -66,11 +66,19 @@ func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) {
 	res.ID = x.entry.ID
 	x.ran(res, runCode(&req))
 	x.end()
+	res.WireForm(wantsExplain(r))
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
 	if err := encodeStreaming(w, res, res); err != nil {
 		s.log.Debug("writing a result", "request_id", x.info.id, "err", err)
 	}
+}
+
+// wantsExplain reports whether the caller asked for the per-limit
+// enforcement prose in the result (?explain=1).
+func wantsExplain(r *http.Request) bool {
+	q := r.URL.Query().Get("explain")
+	return q == "1" || q == "true"
 }
 
 // runCode is what a run's audit row keeps as its code (when it ran and
@@ -156,6 +164,7 @@ func (s *Server) streamRun(w http.ResponseWriter, r *http.Request, x *execution,
 	out.res.ID = x.entry.ID
 	x.ran(out.res, code)
 	x.end()
+	out.res.WireForm(wantsExplain(r))
 	st.write(&v1.StreamEvent{Type: v1.EventResult, Result: out.res}, out.res)
 }
 

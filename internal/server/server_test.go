@@ -2,6 +2,7 @@ package server
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -779,5 +780,38 @@ func TestClosingRefusesNewExecutions(t *testing.T) {
 	}
 	if a := en.do("GET", "/healthz", nil); a.status != 200 {
 		t.Errorf("/healthz while closing: %d", a.status)
+	}
+}
+
+// TestResultWireForm: a result leaves out the enforcement prose unless
+// asked (?explain=1), and gives an output that is not UTF-8 byte for byte
+// in its base64 field, streamed or not.
+func TestResultWireForm(t *testing.T) {
+	en := newEnv(t, setup{})
+	body := `{"command":["sh","-c","printf 'ok\\377\\376'; printf 'text' >&2"]}`
+	for _, path := range []string{"/v1/runs", "/v1/runs?explain=1", "/v1/runs?stream=1"} {
+		a := en.do("POST", path, body)
+		if a.status != 200 {
+			t.Fatalf("%s: %d %s", path, a.status, a.body)
+		}
+		doc := a.body
+		if strings.Contains(path, "stream") {
+			lines := bytes.Split(bytes.TrimSpace(a.body), []byte("\n"))
+			var ev v1.StreamEvent
+			if err := json.Unmarshal(lines[len(lines)-1], &ev); err != nil || ev.Result == nil {
+				t.Fatalf("%s: last event %s: %v", path, lines[len(lines)-1], err)
+			}
+			doc, _ = json.Marshal(ev.Result)
+		}
+		var res sandbox.Result
+		if err := json.Unmarshal(doc, &res); err != nil {
+			t.Fatal(err)
+		}
+		if string(res.StdoutBase64) != "ok\xff\xfe" || res.Stdout != "" || res.Stderr != "text" || res.StderrBase64 != nil {
+			t.Errorf("%s: stdout %q base64 %q, stderr %q base64 %q", path, res.Stdout, res.StdoutBase64, res.Stderr, res.StderrBase64)
+		}
+		if explain := strings.Contains(path, "explain"); (len(res.Enforcement) > 0) != explain {
+			t.Errorf("%s: enforcement %v, want it only with explain=1", path, res.Enforcement)
+		}
 	}
 }
