@@ -15,6 +15,7 @@ import (
 
 	"github.com/execbox/execbox/internal/cgroups"
 	"github.com/execbox/execbox/internal/proc"
+	"github.com/execbox/execbox/internal/workdir"
 	"github.com/execbox/execbox/sandbox"
 )
 
@@ -204,11 +205,15 @@ func sweep(cg *cgroups.Cgroup) error {
 	}
 }
 
-// cleanup removes what a run may leave: runsc's state (only when runsc
-// did not remove it itself, i.e. it was killed) and cgroup leaves runsc
-// made in hierarchies other than ours.
+// cleanup removes what a run may leave: mounts runsc made in its root
+// (newer releases pin a network namespace there unless told otherwise),
+// runsc's state (only when runsc did not remove it itself, i.e. it was
+// killed) and cgroup leaves runsc made in hierarchies other than ours.
 func (s *Sandbox) cleanup() error {
 	var errs []error
+	if err := workdir.UnmountUnder(s.paths.state); err != nil {
+		errs = append(errs, err)
+	}
 	if ents, err := os.ReadDir(s.paths.state); err == nil && len(ents) > 0 {
 		if err := s.host.Own.runsc.delete(s.paths, s.cid); err != nil {
 			// delete fails when the container never got as far as having

@@ -70,9 +70,12 @@ func TestHealthRunscMissing(t *testing.T) {
 func TestHealthRunscFails(t *testing.T) {
 	rootOnly(t)
 	fake := filepath.Join(t.TempDir(), "runsc")
+	// It answers every question about itself (as runsc 2022 does), then
+	// fails to run anything.
 	script := `#!/bin/sh
 case "$1" in
 --version) echo "runsc version fake-1"; exit 0;;
+flags) for f in ` + strings.Join(requiredFlags, " ") + `; do printf '  -%s\n' "$f"; done >&2; exit 0;;
 help) echo ptrace; exit 0;;
 esac
 echo "fake runsc cannot start sandboxes" >&2
@@ -172,4 +175,20 @@ func TestHealthRunscAppearsLater(t *testing.T) {
 		t.Fatalf("runsc installed later was not picked up: %+v", h)
 	}
 	t.Cleanup(func() { nb.Close() })
+}
+
+// The flags `runsc flags` lists, in the layout of the 2022 release and of
+// today's.
+func TestParseFlags(t *testing.T) {
+	out := "  -TESTONLY-unsafe-nonroot\n    \tTEST ONLY; do not ever use!\n  -debug-command string\n    \tcomma-separated list\n" +
+		"  -gofer-network-namespace value\n    \tnetwork namespace for gofers (default null)\n  -oci-seccomp\n    \tEnables loading OCI seccomp filters.\n"
+	got := parseFlags([]byte(out))
+	for _, f := range []string{"TESTONLY-unsafe-nonroot", "debug-command", "gofer-network-namespace", "oci-seccomp"} {
+		if !got[f] {
+			t.Errorf("flag %s not found in %v", f, got)
+		}
+	}
+	if len(got) != 4 {
+		t.Errorf("flags %v", got)
+	}
 }

@@ -26,7 +26,12 @@ type runsc struct {
 	version  string // "0.0~20221219.0"
 	platform string // "ptrace", "systrap"
 	offered  []string
+	flags    map[string]bool // the top-level flags it knows
 }
+
+// requiredFlags are the top-level flags the backend passes to every
+// release; each means the same from runsc 2022 to today.
+var requiredFlags = []string{"root", "platform", "network", "oci-seccomp", "log", "debug-log", "debug-command"}
 
 // findRunsc resolves name and asks the binary for its version and
 // platforms. Only flags every runsc release since 2022 knows are used.
@@ -58,7 +63,36 @@ func findRunsc(name string) (*runsc, error) {
 	if r.platform == "" {
 		return nil, fmt.Errorf("runsc %s offers neither systrap nor ptrace (platforms: %v)", r.version, r.offered)
 	}
+	// `runsc flags` prints to stderr.
+	cmd := exec.Command(r.path, "flags")
+	cmd.Env = []string{}
+	out, err = cmd.CombinedOutput()
+	if err != nil {
+		return nil, fmt.Errorf("listing runsc's flags: %w: %s", err, out)
+	}
+	r.flags = parseFlags(out)
+	for _, f := range requiredFlags {
+		if !r.flags[f] {
+			return nil, fmt.Errorf("runsc %s does not know the flag --%s", r.version, f)
+		}
+	}
 	return r, nil
+}
+
+// parseFlags returns the flag names `runsc flags` lists, one per
+// "  -name ..." line.
+func parseFlags(out []byte) map[string]bool {
+	flags := map[string]bool{}
+	for line := range strings.Lines(string(out)) {
+		rest, ok := strings.CutPrefix(line, "  -")
+		if !ok {
+			continue
+		}
+		if f := strings.Fields(rest); len(f) > 0 {
+			flags[f[0]] = true
+		}
+	}
+	return flags
 }
 
 // pickPlatform prefers systrap (fast, no virtualisation needed), then
@@ -105,7 +139,7 @@ func (r *runsc) global(d dirs, network sandbox.Network) []string {
 	if network == sandbox.NetworkHost {
 		net = "host"
 	}
-	return []string{
+	args := []string{
 		"--root=" + d.state,
 		"--platform=" + r.platform,
 		"--network=" + net,
@@ -114,6 +148,15 @@ func (r *runsc) global(d dirs, network sandbox.Network) []string {
 		"--debug-log=" + d.runLog(),
 		"--debug-command=run,boot",
 	}
+	if r.flags["gofer-network-namespace"] {
+		// Newer releases pin the gofer's empty network namespace with a
+		// bind mount in --root (null-netns) for the next sandbox of that
+		// root to join; a root is one sandbox's here, so nothing would
+		// join it. A new empty namespace per gofer isolates the same and
+		// leaves no mount behind.
+		args = append(args, "--gofer-network-namespace=new")
+	}
+	return args
 }
 
 // runCmd is `runsc run` of container cid from the bundle.

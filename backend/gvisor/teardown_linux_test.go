@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/execbox/execbox/internal/testutil"
 	"github.com/execbox/execbox/internal/workdir"
 	"github.com/execbox/execbox/sandbox"
@@ -198,5 +200,43 @@ func TestBackendClose(t *testing.T) {
 	}
 	if _, err := b.Create(t.Context(), sandbox.Spec{}); !errors.Is(err, sandbox.ErrUnavailable) {
 		t.Fatalf("Create after Close: %v, want ErrUnavailable", err)
+	}
+}
+
+// Newer runsc releases pin a network namespace with a bind mount in their
+// --root (null-netns) unless told not to; whatever a release mounts there,
+// the next run and Close detach it, and nothing is left.
+func TestStateMountsDetached(t *testing.T) {
+	b := newBackend(t)
+	sb := testutil.Create(t, b, sandbox.Spec{})
+	s := sb.(*Sandbox)
+	testutil.WantOK(t, testutil.Exec(t, sb, "/bin/true"))
+	if m := mountsUnder(s.paths.state); len(m) != 0 {
+		t.Errorf("runsc left mounts in its root after a run: %v", m)
+	}
+	pin := func() {
+		t.Helper()
+		p := filepath.Join(s.paths.state, "null-netns")
+		if err := os.WriteFile(p, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := unix.Mount("/proc/self/ns/net", p, "", unix.MS_BIND, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pin()
+	testutil.WantOK(t, testutil.Exec(t, sb, "/bin/true"))
+	if m := mountsUnder(s.paths.state); len(m) != 0 {
+		t.Errorf("a mount in runsc's root outlived the next run: %v", m)
+	}
+	pin()
+	if err := sb.Close(t.Context()); err != nil {
+		t.Fatalf("Close with a mount in runsc's root: %v", err)
+	}
+	if m := mountsUnder(s.Dir); len(m) != 0 {
+		t.Errorf("mounts left after Close: %v", m)
+	}
+	if _, err := os.Stat(s.Dir); !os.IsNotExist(err) {
+		t.Errorf("the sandbox dir is left: %v", err)
 	}
 }
