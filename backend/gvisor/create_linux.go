@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+
 	"github.com/execbox/execbox/backend/internal/hostbase"
 	"github.com/execbox/execbox/internal/cleanup"
 	"github.com/execbox/execbox/internal/hostview"
@@ -22,6 +24,9 @@ type Sandbox struct {
 	view  *hostview.View
 	cid   string // runsc's container id
 	paths dirs
+	// seccomp is the policy the sentry enforces (the host's; nil only in
+	// tests that compare with no policy).
+	seccomp *specs.LinuxSeccomp
 }
 
 // Create checks spec against the host and makes the sandbox's directory,
@@ -37,7 +42,7 @@ func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbo
 	if err != nil {
 		return nil, err
 	}
-	s := &Sandbox{host: h, view: view}
+	s := &Sandbox{host: h, view: view, seccomp: h.Own.policy.oci}
 	if s.Sandbox, err = b.NewSandbox(h, spec, false, s.run); err != nil {
 		return nil, err
 	}

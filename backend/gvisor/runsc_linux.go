@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/csv"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -93,6 +94,34 @@ func parseFlags(out []byte) map[string]bool {
 		}
 	}
 	return flags
+}
+
+// syscalls returns runsc's syscall table for goarch, number to name: the
+// names its OCI seccomp support resolves.
+func (r *runsc) syscalls(goarch string) (map[int]string, error) {
+	out, err := r.output("help", "syscalls", "-format", "csv", "-os", "linux", "-arch", goarch)
+	if err != nil {
+		return nil, fmt.Errorf("listing runsc's syscall table: %w", err)
+	}
+	rows, err := csv.NewReader(bytes.NewReader(out)).ReadAll()
+	if err != nil {
+		return nil, fmt.Errorf("reading runsc's syscall table: %w", err)
+	}
+	table := map[int]string{}
+	for i, row := range rows {
+		if i == 0 || len(row) < 4 {
+			continue // the header: OS,Arch,Num,Name,Support,Note
+		}
+		nr, err := strconv.Atoi(row[2])
+		if err != nil || row[3] == "" {
+			return nil, fmt.Errorf("reading runsc's syscall table: row %q", row)
+		}
+		table[nr] = row[3]
+	}
+	if len(table) < 100 {
+		return nil, fmt.Errorf("runsc %s lists %d syscalls for linux/%s", r.version, len(table), goarch)
+	}
+	return table, nil
 }
 
 // pickPlatform prefers systrap (fast, no virtualisation needed), then
