@@ -27,10 +27,12 @@ func (s *Sandbox) run(ctx context.Context, p *sandbox.Process) (*sandbox.Result,
 	if err := s.writeBundle(p); err != nil {
 		return nil, sandbox.Errorf(sandbox.ErrInternal, "bundle_failed", "preparing the sandbox: %w", err)
 	}
-	for _, f := range []string{s.paths.errorLog(), s.paths.runLog()} {
-		if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return nil, sandbox.Errorf(sandbox.ErrInternal, "bundle_failed", "clearing runsc's log: %w", err)
-		}
+	if err := os.Remove(s.paths.errorLog()); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, sandbox.Errorf(sandbox.ErrInternal, "bundle_failed", "clearing runsc's log: %w", err)
+	}
+	log, err := openRunLog(s.paths.runLog())
+	if err != nil {
+		return nil, sandbox.Errorf(sandbox.ErrInternal, "bundle_failed", "%w", err)
 	}
 
 	l := s.Spec.Limits
@@ -40,7 +42,10 @@ func (s *Sandbox) run(ctx context.Context, p *sandbox.Process) (*sandbox.Result,
 	cpuHit := s.watchCPU(l.CPUTime, stopRun)
 	out, err := proc.Run(runCtx, cmd, s.Supervision(p, func() error { return s.kill(cmd.Process) }))
 	overCPU := cpuHit()
-	cleanErr := s.cleanup()
+	// No process of the run is left after cleanup (the cgroup is swept),
+	// so nothing writes to the log any more.
+	cleanErr := errors.Join(s.cleanup(), log.Close())
+	s.lastLog = log
 	if err != nil {
 		return nil, sandbox.Errorf(sandbox.ErrInternal, "start_failed", "starting runsc: %w", err)
 	}
@@ -49,8 +54,7 @@ func (s *Sandbox) run(ctx context.Context, p *sandbox.Process) (*sandbox.Result,
 		res.Reason = sandbox.ReasonCPULimit
 		res.Message = fmt.Sprintf("the CPU time limit of %v was reached (the sandbox's cgroup: sentry, gofer and program together)", l.CPUTime)
 	}
-	runLog, _ := os.ReadFile(s.paths.runLog())
-	ws, ok := exitStatus(runLog, cmd.Process.Pid)
+	ws, ok := log.status(cmd.Process.Pid)
 	switch {
 	case out.Killed():
 		// We killed the sandbox, and the program with it.
@@ -81,6 +85,12 @@ func (s *Sandbox) run(ctx context.Context, p *sandbox.Process) (*sandbox.Result,
 		}
 	}
 	s.account(res, out.Killed())
+	if log.forkFailed > 0 && !out.Killed() && !res.Succeeded() && (res.Reason == sandbox.ReasonExited || res.Reason == sandbox.ReasonSignaled) {
+		// The sentry refused a fork: its RLIMIT_NPROC is Limits.Pids, the
+		// program's tasks (threads included).
+		res.Reason = sandbox.ReasonPidsLimit
+		res.Message = fmt.Sprintf("the limit of %d processes was reached (a fork or clone failed %d time(s))", l.Pids, log.forkFailed)
+	}
 	if cleanErr != nil && res.Reason != sandbox.ReasonSandboxError {
 		// The program ran, but something of the run may be left; say so
 		// rather than hide it.

@@ -3,7 +3,6 @@ package gvisor
 import (
 	"context"
 	"errors"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -44,15 +43,14 @@ func TestWaitStatusUnderLoad(t *testing.T) {
 					t.Error(err)
 					return
 				}
-				log, _ := os.ReadFile(s.paths.runLog())
-				fell := strings.Contains(string(log), "Will try waiting on the sandbox process")
+				fell := s.lastLog.fellBack
 				mu.Lock()
 				if fell {
 					fallbacks++
 				}
 				mu.Unlock()
 				if res.Reason != c.reason || res.ExitCode != c.code || res.Signal != c.signal {
-					t.Errorf("%q (runsc fell back: %v): reason %s exit %d signal %q", c.script, fell, res.Reason, res.ExitCode, res.Signal)
+					t.Errorf("%q (runsc fell back: %v): reason %s exit %d signal %q message %q\nrunsc's log ended:\n%s", c.script, fell, res.Reason, res.ExitCode, res.Signal, res.Message, strings.Join(s.lastLog.tail, "\n"))
 				}
 			}
 		})
@@ -76,5 +74,60 @@ func TestProgramNotFound(t *testing.T) {
 	}
 	for _, args := range [][]string{{"/usr/bin/true"}, {"true"}} {
 		testutil.WantOK(t, testutil.Exec(t, sb, args...))
+	}
+}
+
+// runsc's "Exiting with status" lines carry the raw wait status; the boot
+// process's (the sentry's) wins over the run command's, which may be its
+// fallback with a signal folded into 128+n. The sentry's strace says when
+// a fork failed with EAGAIN. Lines that only look alike count for nothing.
+func TestRunLog(t *testing.T) {
+	const run = 100
+	for _, c := range []struct {
+		log    string
+		ok     bool
+		exited bool
+		code   int
+		sig    string
+		forks  int
+	}{
+		{"I1129 19:32:20.959458     100 main.go:266] Exiting with status: 15\n", true, false, -1, "terminated", 0},
+		{"I1129 19:32:20.959458   13973 cli.go:317] Exiting with status: 768\n", true, true, 3, "", 0},
+		{"I1129 19:32:20.959458     100 main.go:266] Exiting with status: 0\n", true, true, 0, "", 0},
+		{"I1129 19:48:33.646751   13973 main.go:266] Exiting with status: 15\n" +
+			"W1129 19:48:33.650000     100 sandbox.go:933] Wait on container failed. Will try waiting on the sandbox process instead.\n" +
+			"I1129 19:48:33.650474     100 main.go:266] Exiting with status: 36608\n", true, false, -1, "terminated", 0},
+		{"I1129 19:48:33.650474     100 main.go:266] Exiting with status: 36608\n" +
+			"I1129 19:48:33.646751   13973 main.go:266] Exiting with status: 9\n", true, false, -1, "killed", 0},
+		{"W1129 FATAL ERROR: running container: ...\n", false, false, 0, "", 0},
+		{"I1129 main.go:266] Exiting with status: 0\n", false, false, 0, "", 0},
+		{"", false, false, 0, "", 0},
+		// The 2022 release, then today's.
+		{"I1201 07:51:10.177870   10293 strace.go:611] [   1:   1] python3 X clone(CLONE_VM|CLONE_THREAD, 0x7fa9b47fff70, 0x7fa9b4800990) = 0 (0x0) errno=11 (try again) (21.72µs)\n" +
+			"I1201 07:51:10.419859       1 strace.go:613] [   7:   7] python3 X clone(CLONE_CHILD_CLEARTID|CLONE_CHILD_SETTID|0x11, 0x0, 0x0, 0x7eb131bad590, 0x0) = -1 errno=11 (try again) (3.154315ms)\n" +
+			"I1201 07:51:10.421987       1 strace.go:604] [   1:   1] python3 X clone3(0x7eacfcef8580, 0x58) = -1 errno=11 (try again) (24.446µs)\n" +
+			"I1201 07:51:10.421987       1 strace.go:604] [   1:   1] sh X vfork() = -1 errno=11 (try again) (24.446µs)\n", false, false, 0, "", 4},
+		// A fork that worked, one that failed otherwise, an entry line, and
+		// a program named "errno=11 " (a task's name is its to choose).
+		{"I1201 07:51:10.177050   10293 strace.go:602] [   1:   1] python3 X clone3(0x7fced1c6f5a0, 0x58) = 0 (0x0) errno=38 (invalid system call number) (34.957µs)\n" +
+			"I1201 07:51:10.177050   10293 strace.go:602] [   1:   1] python3 X clone(0x11) = 7 (0x7) (34.957µs)\n" +
+			"I1201 07:51:10.177821   10293 strace.go:573] [   1:   1] python3 E clone(CLONE_VM|CLONE_FS, 0x7fa9b47fff70)\n" +
+			"I1201 07:51:10.177050   10293 strace.go:602] [   1:   1] errno=11  X clone(0x11) = 7 (0x7) (34.957µs)\n", false, false, 0, "", 0},
+	} {
+		l := &runLog{}
+		for line := range strings.Lines(c.log) {
+			l.parse(strings.TrimSuffix(line, "\n"))
+		}
+		ws, ok := l.status(run)
+		if ok != c.ok || l.forkFailed != c.forks {
+			t.Errorf("%q: ok %v, %d failed forks", c.log, ok, l.forkFailed)
+			continue
+		}
+		if !ok {
+			continue
+		}
+		if ws.Exited() != c.exited || (c.exited && ws.ExitStatus() != c.code) || (!c.exited && ws.Signal().String() != c.sig) {
+			t.Errorf("%q: status %v", c.log, ws)
+		}
 	}
 }

@@ -126,43 +126,6 @@ func TestPickPlatform(t *testing.T) {
 	}
 }
 
-// runsc's "Exiting with status" lines carry the raw wait status; the boot
-// process's (the sentry's) wins over the run command's, which may be its
-// fallback with a signal folded into 128+n.
-func TestExitStatus(t *testing.T) {
-	const run = 100
-	for _, c := range []struct {
-		log    string
-		ok     bool
-		exited bool
-		code   int
-		sig    string
-	}{
-		{"I1129 19:32:20.959458     100 main.go:266] Exiting with status: 15\n", true, false, -1, "terminated"},
-		{"I1129 main.go:266] Exiting with status: 768\n", true, true, 3, ""},
-		{"I1129 19:32:20.959458     100 main.go:266] Exiting with status: 0", true, true, 0, ""},
-		{"I1129 19:48:33.646751   13973 main.go:266] Exiting with status: 15\n" +
-			"W1129 19:48:33.650000     100 sandbox.go:933] Wait on container failed. Will try waiting on the sandbox process instead.\n" +
-			"I1129 19:48:33.650474     100 main.go:266] Exiting with status: 36608\n", true, false, -1, "terminated"},
-		{"I1129 19:48:33.650474     100 main.go:266] Exiting with status: 36608\n" +
-			"I1129 19:48:33.646751   13973 main.go:266] Exiting with status: 9\n", true, false, -1, "killed"},
-		{"W1129 FATAL ERROR: running container: ...\n", false, false, 0, ""},
-		{"", false, false, 0, ""},
-	} {
-		ws, ok := exitStatus([]byte(c.log), run)
-		if ok != c.ok {
-			t.Errorf("%q: ok %v", c.log, ok)
-			continue
-		}
-		if !ok {
-			continue
-		}
-		if ws.Exited() != c.exited || (c.exited && ws.ExitStatus() != c.code) || (!c.exited && ws.Signal().String() != c.sig) {
-			t.Errorf("%q: status %v", c.log, ws)
-		}
-	}
-}
-
 // A runsc installed after the backend found none is picked up without a
 // restart, once the cached answer is stale.
 func TestHealthRunscAppearsLater(t *testing.T) {

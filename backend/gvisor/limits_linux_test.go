@@ -1,7 +1,7 @@
 package gvisor
 
 import (
-	"strconv"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -118,42 +118,105 @@ func TestCPUTimeLimit(t *testing.T) {
 	}
 }
 
-// The process limit is the sentry's RLIMIT_NPROC: forks beyond it fail
-// inside the sandbox (the program copes or not), under it they work.
+// The process limit is the sentry's RLIMIT_NPROC, which counts every task
+// of the sandbox's uid: processes and threads. A fork bomb and a thread
+// bomb stop at it with reason pids_limit (the sentry's strace says a fork
+// failed with EAGAIN); processes full of threads never have more live
+// tasks than the limit; the host backstop is never what stops them; and
+// under the limit, forks work.
 func TestPidsLimit(t *testing.T) {
 	b := newBackend(t)
-	spec := sandbox.Spec{Limits: sandbox.Limits{Pids: 16}}
-	running := func(n int) int {
+	const limit = 32
+	spec := sandbox.Spec{Limits: sandbox.Limits{Pids: limit, Wall: 30 * time.Second}}
+	sb := testutil.Create(t, b, spec)
+	s := sb.(*Sandbox)
+	py := func(code string) *sandbox.Result {
 		t.Helper()
-		res := testutil.Py(t, b, spec, `
-import os, time
-kids = []
-for i in range(`+strconv.Itoa(n)+`):
+		return testutil.Exec(t, sb, "/usr/bin/python3", "-c", code)
+	}
+	for name, code := range map[string]string{
+		"fork bomb":   "import os\nwhile True:\n    os.fork()\n",
+		"thread bomb": "import threading, time\nwhile True:\n    threading.Thread(target=time.sleep, args=(1,)).start()\n",
+	} {
+		start := time.Now()
+		res := py(code)
+		if res.Reason != sandbox.ReasonPidsLimit || !strings.Contains(res.Message, "limit of 32 processes") {
+			t.Errorf("%s: reason %s exit %d message %q, want pids_limit; stderr %q", name, res.Reason, res.ExitCode, res.Message, testutil.Tail(res.Stderr))
+		}
+		t.Logf("%s: %s after %v: %s", name, res.Reason, time.Since(start).Round(time.Millisecond), res.Message)
+	}
+
+	// Live tasks, counted from inside while processes start threads until
+	// refused and hold them: never more than the limit.
+	res := py(`
+import os, threading, time
+def tasks():
+    n = 0
+    for p in os.listdir("/proc"):
+        if p.isdigit():
+            try:
+                n += len(os.listdir("/proc/%s/task" % p))
+            except OSError:
+                pass
+    return n
+peak, kids = 0, []
+for i in range(40):
     try:
         pid = os.fork()
     except OSError:
         break
     if pid == 0:
-        time.sleep(1)
+        try:
+            for j in range(40):
+                threading.Thread(target=time.sleep, args=(1.5,)).start()
+        except RuntimeError:
+            pass
+        time.sleep(1.5)
         os._exit(0)
     kids.append(pid)
-print(len(kids))
+    peak = max(peak, tasks())
+end = time.time() + 1
+while time.time() < end:
+    peak = max(peak, tasks())
+print(len(kids), peak)
 for k in kids:
     os.waitpid(k, 0)`)
-		testutil.WantOK(t, res)
-		k, err := strconv.Atoi(strings.TrimSpace(res.Stdout))
-		if err != nil {
-			t.Fatalf("output %q %q", res.Stdout, res.Stderr)
-		}
-		return k
+	testutil.WantOK(t, res)
+	var kids, peak int
+	if _, err := fmt.Sscan(res.Stdout, &kids, &peak); err != nil {
+		t.Fatalf("output %q %q", res.Stdout, res.Stderr)
 	}
-	// Python itself is one of the 16.
-	k := running(40)
-	t.Logf("40 forks under pids 16: %d children ran", k)
-	if k < 1 || k > 15 {
-		t.Fatalf("40 forks under pids 16: %d children ran", k)
+	t.Logf("processes with threads under pids %d: %d children, at most %d live tasks seen", limit, kids, peak)
+	if peak > limit {
+		t.Errorf("%d live tasks under pids %d", peak, limit)
 	}
-	if k := running(10); k != 10 {
-		t.Fatalf("10 forks under pids 16: %d children ran", k)
+	if peak < limit/2 {
+		t.Errorf("only %d live tasks seen: the check above proves little", peak)
+	}
+	// The sentry's limit stopped them all, never the host's backstop.
+	st, err := s.Cgroup.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.PidsLimitHits != 0 {
+		t.Errorf("the host pids backstop (%d) refused %d forks", pidsBackstop(limit), st.PidsLimitHits)
+	}
+
+	// Under the limit: 20 children at once are fine.
+	res = py(`
+import os, time
+kids = []
+for i in range(20):
+    pid = os.fork()
+    if pid == 0:
+        time.sleep(0.5)
+        os._exit(0)
+    kids.append(pid)
+for k in kids:
+    os.waitpid(k, 0)
+print(len(kids))`)
+	testutil.WantOK(t, res)
+	if res.Stdout != "20\n" {
+		t.Fatalf("20 children under pids %d: %q %q", limit, res.Stdout, res.Stderr)
 	}
 }

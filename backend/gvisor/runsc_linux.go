@@ -32,7 +32,7 @@ type runsc struct {
 
 // requiredFlags are the top-level flags the backend passes to every
 // release; each means the same from runsc 2022 to today.
-var requiredFlags = []string{"root", "platform", "network", "oci-seccomp", "log", "debug-log", "debug-command"}
+var requiredFlags = []string{"root", "platform", "network", "oci-seccomp", "log", "debug-log", "debug-command", "strace", "strace-syscalls"}
 
 // findRunsc resolves name and asks the binary for its version and
 // platforms. Only flags every runsc release since 2022 knows are used.
@@ -158,11 +158,12 @@ type dirs struct {
 }
 
 func (d dirs) errorLog() string { return d.logs + "/error.log" }
-func (d dirs) runLog() string   { return d.logs + "/run.log" }
+func (d dirs) runLog() string   { return d.logs + "/run.log" } // a FIFO (runlog_linux.go)
 
 // global are runsc's flags for one sandbox. The log of the run and boot
-// commands (info level only, not debug) carries the program's wait status;
-// the error log carries runsc's own failures.
+// commands (info level only, not debug) carries the program's wait status
+// and the sentry's strace of the fork family (runlog_linux.go); the error
+// log carries runsc's own failures.
 func (r *runsc) global(d dirs, network sandbox.Network) []string {
 	net := "none"
 	if network == sandbox.NetworkHost {
@@ -176,6 +177,8 @@ func (r *runsc) global(d dirs, network sandbox.Network) []string {
 		"--log=" + d.errorLog(),
 		"--debug-log=" + d.runLog(),
 		"--debug-command=run,boot",
+		"--strace",
+		"--strace-syscalls=" + stracedSyscalls,
 	}
 	if r.flags["gofer-network-namespace"] {
 		// Newer releases pin the gofer's empty network namespace with a
@@ -213,38 +216,6 @@ func (r *runsc) kill(d dirs, cid string) error {
 // delete removes container cid and whatever of it is left.
 func (r *runsc) delete(d dirs, cid string) error {
 	return r.short(d, "delete", "--force", cid)
-}
-
-// exitStatus finds the program's wait status in the log of the run and
-// boot commands: each logs "Exiting with status: <raw wait status>" when
-// the container ended (and nothing of the kind when runsc itself failed).
-// The boot process's line (the sentry's) is preferred: when the sentry
-// exits before runsc's wait on it is answered, runsc falls back to the
-// sentry's own exit code, which folds a signal into 128+n.
-func exitStatus(log []byte, runPID int) (syscall.WaitStatus, bool) {
-	const key = "Exiting with status: "
-	var ws syscall.WaitStatus
-	found, fromBoot := false, false
-	for line := range strings.Lines(string(log)) {
-		i := strings.Index(line, key)
-		if i < 0 {
-			continue
-		}
-		n, err := strconv.ParseUint(strings.TrimSpace(line[i+len(key):]), 10, 32)
-		if err != nil {
-			continue
-		}
-		// glog: "I1129 19:32:20.959458   20397 main.go:266] …", the third
-		// field being the process id.
-		boot := true
-		if f := strings.Fields(line); len(f) > 2 && f[2] == strconv.Itoa(runPID) {
-			boot = false
-		}
-		if !found || boot || !fromBoot {
-			ws, found, fromBoot = syscall.WaitStatus(n), true, boot
-		}
-	}
-	return ws, found
 }
 
 // runscErrors returns the messages of runsc's JSON error log.
