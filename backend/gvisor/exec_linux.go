@@ -40,7 +40,14 @@ func (s *Sandbox) run(ctx context.Context, p *sandbox.Process) (*sandbox.Result,
 	runCtx, stopRun := context.WithCancel(ctx)
 	defer stopRun()
 	cpuHit := s.watchCPU(l.CPUTime, stopRun)
-	out, err := proc.Run(runCtx, cmd, s.Supervision(p, func() error { return s.kill(cmd.Process) }))
+	sp := *p
+	var live *liveStderr
+	if p.Stderr != nil {
+		live = newLiveStderr(p.Stderr)
+		sp.Stderr = live
+		defer live.end(nil)
+	}
+	out, err := proc.Run(runCtx, cmd, s.Supervision(&sp, func() error { return s.kill(cmd.Process) }))
 	overCPU := cpuHit()
 	// No process of the run is left after cleanup (the cgroup is swept),
 	// so nothing writes to the log any more.
@@ -66,12 +73,20 @@ func (s *Sandbox) run(ctx context.Context, p *sandbox.Process) (*sandbox.Result,
 			res.Reason = sandbox.ReasonOf(ws.Signal())
 		}
 	default:
-		msg := runscErrors(s.paths.errorLog())
-		if msg == "" {
-			msg = strings.TrimSpace(res.Stderr)
+		// runsc failed: its own error, which it printed to the program's
+		// stderr too, is the result's message, never the program's output.
+		msgs := runscErrors(s.paths.errorLog())
+		res.Stderr = withoutRunsc(res.Stderr, msgs)
+		if live != nil {
+			live.end(msgs)
 		}
-		if why, ok := notFound(msg); ok {
-			return nil, sandbox.Errorf(sandbox.ErrInvalid, "program_not_found", "starting %q in the sandbox: %s", p.Args[0], why)
+		msg := strings.Join(msgs, "; ")
+		if code, why, ok := startFailure(p.Args[0], msg); ok {
+			res.Reason, res.ExitCode, res.Signal, res.Message = sandbox.ReasonExited, code, "", why
+			break
+		}
+		if msg == "" && len(log.tail) > 0 {
+			msg = "its log ends: " + strings.Join(log.tail[max(len(log.tail)-3, 0):], " | ")
 		}
 		res.Reason, res.ExitCode, res.Signal = sandbox.ReasonSandboxError, -1, ""
 		res.Message = "runsc failed"

@@ -7,11 +7,13 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -218,11 +220,12 @@ func (r *runsc) delete(d dirs, cid string) error {
 	return r.short(d, "delete", "--force", cid)
 }
 
-// runscErrors returns the messages of runsc's JSON error log.
-func runscErrors(path string) string {
+// runscErrors returns the messages of runsc's JSON error log, in order.
+// runsc prints each of them to its stderr too, which is the program's.
+func runscErrors(path string) []string {
 	f, err := os.Open(path)
 	if err != nil {
-		return ""
+		return nil
 	}
 	defer f.Close()
 	var msgs []string
@@ -241,16 +244,135 @@ func runscErrors(path string) string {
 		}
 		msgs = append(msgs, line)
 	}
-	return strings.Join(msgs, "; ")
+	return msgs
 }
 
-// notFound reports whether runsc's error says the program could not be
-// found or loaded in the sandbox, and returns the part that says why.
-func notFound(msg string) (string, bool) {
-	for _, key := range []string{"error finding executable", "failed to load", "executable file not found"} {
-		if i := strings.Index(msg, key); i >= 0 {
-			return msg[i:], true
+// withoutRunsc is the program's stderr without the lines runsc printed
+// to it last (its error messages msgs, each on a line of its own).
+func withoutRunsc(stderr string, msgs []string) string {
+	for i := len(msgs) - 1; i >= 0; i-- {
+		rest, ok := strings.CutSuffix(stderr, msgs[i]+"\n")
+		if !ok || rest != "" && !strings.HasSuffix(rest, "\n") {
+			break
+		}
+		stderr = rest
+	}
+	return stderr
+}
+
+// stderrHold is how long the last line of the program's live stderr is
+// held back: runsc prints its own error there right before it exits.
+const stderrHold = 100 * time.Millisecond
+
+// liveStderr passes the program's stderr on to a live reader (the
+// Process's Stderr) as it comes, except the last complete line of each
+// write, which it holds for up to stderrHold, or until the next write or
+// the run's end: at the end, a held line that is one of runsc's error
+// messages is dropped (withoutRunsc does the same for the captured
+// stderr). Writes come from one goroutine; the hold's timer is another.
+type liveStderr struct {
+	mu    sync.Mutex
+	w     io.Writer
+	held  []byte
+	timer *time.Timer
+	ended bool
+}
+
+func newLiveStderr(w io.Writer) *liveStderr {
+	l := &liveStderr{w: w}
+	l.timer = time.AfterFunc(time.Hour, func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.flushLocked()
+	})
+	l.timer.Stop()
+	return l
+}
+
+func (l *liveStderr) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.flushLocked(); err != nil || l.ended {
+		if err == nil {
+			_, err = l.w.Write(b)
+		}
+		return len(b), err
+	}
+	pass := b
+	if n := len(b); n > 0 && b[n-1] == '\n' {
+		i := bytes.LastIndexByte(b[:n-1], '\n') + 1
+		pass, l.held = b[:i], append(l.held[:0], b[i:]...)
+		l.timer.Reset(stderrHold)
+	}
+	if len(pass) > 0 {
+		if _, err := l.w.Write(pass); err != nil {
+			return len(b), err
 		}
 	}
-	return "", false
+	return len(b), nil
+}
+
+func (l *liveStderr) flushLocked() error {
+	if len(l.held) == 0 {
+		return nil
+	}
+	held := l.held
+	l.held = nil
+	_, err := l.w.Write(held)
+	return err
+}
+
+// end passes on what is held unless it is one of msgs, runsc's error
+// messages; later writes pass straight through.
+func (l *liveStderr) end(msgs []string) {
+	l.timer.Stop()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.ended {
+		return
+	}
+	l.ended = true
+	for _, m := range msgs {
+		if string(l.held) == m+"\n" {
+			l.held = nil
+		}
+	}
+	l.flushLocked()
+}
+
+// Exit codes of a program that could not be started, as a shell and
+// `docker run` give them.
+const (
+	exitNotFound      = 127 // no such program
+	exitNotExecutable = 126 // there, but it cannot be executed
+)
+
+// startFailure reads runsc's error for a program that could not be
+// started in the sandbox (not found, not executable): the exit code a
+// shell would give and what happened, in execbox's words. ok is false for
+// any other error.
+func startFailure(program, msg string) (code int, why string, ok bool) {
+	// runsc 2022 to today: `error finding executable "x" in PATH [/usr/local/bin …]: <errno>`
+	// for a bare name, `failed to load /x: <errno>` for a path.
+	_, inPath, found := strings.Cut(msg, "error finding executable ")
+	if !found {
+		_, inPath, found = strings.Cut(msg, "failed to load ")
+	}
+	if !found {
+		return 0, "", false
+	}
+	i := strings.LastIndex(inPath, ": ")
+	if i < 0 {
+		return 0, "", false
+	}
+	errno := inPath[i+2:]
+	where := "in the sandbox"
+	if strings.Contains(inPath[:i], " in PATH [") {
+		where = "in the sandbox's PATH"
+	}
+	switch errno {
+	case "no such file or directory", "not a directory":
+		return exitNotFound, fmt.Sprintf("program %q not found %s (%s)", program, where, errno), true
+	}
+	return exitNotExecutable, fmt.Sprintf("program %q cannot be executed %s (%s)", program, where, errno), true
 }
