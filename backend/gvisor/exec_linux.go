@@ -85,6 +85,10 @@ func (s *Sandbox) run(ctx context.Context, p *sandbox.Process) (*sandbox.Result,
 			res.Reason, res.ExitCode, res.Signal, res.Message = sandbox.ReasonExited, code, "", why
 			break
 		}
+		if msg == "" {
+			// Not even an error of its own: what it printed, or its log.
+			msg = strings.TrimSpace(res.Stderr)
+		}
 		if msg == "" && len(log.tail) > 0 {
 			msg = "its log ends: " + strings.Join(log.tail[max(len(log.tail)-3, 0):], " | ")
 		}

@@ -13,12 +13,18 @@ import (
 )
 
 // Health really starts a sandbox, names runsc and its platform, and is
-// cached for healthTTL; a stale answer is probed again.
+// cached for healthTTL; a stale answer is probed again. It is ready only
+// where the smoke checks pass: with a runsc that lacks statx as coreutils
+// calls it (2022's), `ls -la` fails, and the reason says so.
 func TestHealth(t *testing.T) {
 	b := newBackend(t)
 	h := b.Health(t.Context())
-	if !h.Available || !h.Ready || !strings.Contains(h.Reason, "started /bin/true") {
+	if !h.Available || !strings.Contains(h.Reason, "started /bin/true") {
 		t.Fatalf("health %+v", h)
+	}
+	stat := testutil.Run(t, b, sandbox.Spec{}, "/usr/bin/stat", "/")
+	if statx := stat.Succeeded(); h.Ready != statx || !statx && !strings.Contains(h.Reason, "check statx: ") {
+		t.Fatalf("stat / in a sandbox: %s %q; health %+v", stat.Reason, stat.Stderr, h)
 	}
 	for _, k := range []string{"runsc", "platform", "cgroups", "seccomp"} {
 		if h.Details[k] == "" {
@@ -47,6 +53,31 @@ func rootOnly(t *testing.T) {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		testutil.SkipOrFail(t, Name, "gvisor backend tests run as root (euid %d)", os.Geteuid())
+	}
+}
+
+// A failed smoke check makes the backend available but not ready, with
+// the check named; the verdict is kept as long as the health answer.
+func TestHealthSmokeFails(t *testing.T) {
+	newBackend(t)
+	old := smokeScript
+	t.Cleanup(func() { smokeScript = old })
+	smokeScript = "echo 'select: python3 select.select: PermissionError' >&2; exit 1"
+	b := mustBackend(t, sandbox.Settings{WorkRoot: t.TempDir()})
+	t.Cleanup(func() { b.Close() })
+	h := b.Health(t.Context())
+	if !h.Available || h.Ready || !strings.HasPrefix(h.Reason, "not ready: check select: python3 select.select: PermissionError") ||
+		!strings.Contains(h.Reason, "output burst: 0 of") {
+		t.Fatalf("health with a failing smoke check: %+v", h)
+	}
+	smokeScript = old
+	if again := b.Health(t.Context()); again.Ready || !again.CheckedAt.Equal(h.CheckedAt) {
+		t.Fatalf("within the TTL the verdict changed: %+v", again)
+	}
+	b.Expire()
+	stat := testutil.Run(t, b, sandbox.Spec{}, "/usr/bin/stat", "/")
+	if fresh := b.Health(t.Context()); fresh.Ready != stat.Succeeded() {
+		t.Fatalf("after the TTL: %+v", fresh)
 	}
 }
 

@@ -135,7 +135,7 @@ func (l *runLog) parse(line string) {
 	if strings.Contains(line, "Will try waiting on the sandbox process") {
 		l.fellBack = true
 	}
-	if !strings.Contains(line, " strace.go:") {
+	if line != "" && !strings.Contains(line, " strace.go:") {
 		if len(l.tail) == tailLines {
 			l.tail = l.tail[1:]
 		}
