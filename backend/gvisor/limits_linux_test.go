@@ -1,7 +1,11 @@
 package gvisor
 
 import (
+	"bytes"
 	"fmt"
+	"os"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -219,4 +223,103 @@ print(len(kids))`)
 	if res.Stdout != "20\n" {
 		t.Fatalf("20 children under pids %d: %q %q", limit, res.Stdout, res.Stderr)
 	}
+}
+
+// The cpus limit holds for the whole sandbox, measured from the host: two
+// threads that spin without Python's lock (hashing releases it) use no
+// more than the limit, with a margin for the scheduler and a loaded host,
+// and every host process of the sandbox (sentry, gofer, the platform's
+// stubs: everything runsc started) is inside the sandbox's cgroup, so its
+// CPU is counted there. Only an upper bound is asserted: on a loaded host
+// the program may get less.
+func TestCPUsLimit(t *testing.T) {
+	b := newBackend(t)
+	for _, cpus := range []float64{0.5, 1} {
+		sb := testutil.Create(t, b, sandbox.Spec{Limits: sandbox.Limits{CPUs: cpus, Wall: 30 * time.Second}})
+		s := sb.(*Sandbox)
+		done := make(chan *sandbox.Result, 1)
+		go func() {
+			done <- testutil.Exec(t, sb, "/usr/bin/python3", "-c", `
+import hashlib, threading, time
+data = b"x" * (1 << 22)
+def spin():
+    end = time.time() + 4
+    while time.time() < end:
+        hashlib.sha256(data).digest()
+ts = [threading.Thread(target=spin) for _ in range(2)]
+[t.start() for t in ts]
+[t.join() for t in ts]`)
+		}()
+		time.Sleep(1500 * time.Millisecond) // past start-up
+		before, err := s.Cgroup.Stats()
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		time.Sleep(2 * time.Second)
+		after, err := s.Cgroup.Stats()
+		if err != nil {
+			t.Fatal(err)
+		}
+		used := float64(after.CPU-before.CPU) / float64(time.Since(start))
+		outside := outsideCgroup(t, s)
+		res := <-done
+		testutil.WantOK(t, res)
+		t.Logf("cpus %.1f: the sandbox used %.2f CPUs (cgroup usage over wall, measured on the host)", cpus, used)
+		if used > cpus*1.15 {
+			t.Errorf("cpus %.1f: the sandbox used %.2f CPUs", cpus, used)
+		}
+		if len(outside) > 0 {
+			t.Errorf("host processes of the sandbox outside its cgroup (their CPU is not limited): %v", outside)
+		}
+	}
+}
+
+// outsideCgroup lists the running sandbox's host processes (runsc's
+// descendants) that are not in its cgroup.
+func outsideCgroup(t *testing.T, s *Sandbox) []string {
+	t.Helper()
+	in, err := s.Cgroup.Procs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	children := map[int][]int{}
+	runsc := 0
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+2:]))
+		ppid, _ := strconv.Atoi(f[1])
+		children[ppid] = append(children[ppid], pid)
+		if cmd, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline"); bytes.Contains(cmd, []byte("--root="+s.paths.state+"\x00")) &&
+			bytes.Contains(cmd, []byte("\x00run\x00")) {
+			runsc = pid
+		}
+	}
+	if runsc == 0 {
+		t.Fatal("no runsc run process found for the sandbox")
+	}
+	var out []string
+	var walk func(int)
+	walk = func(p int) {
+		for _, c := range children[p] {
+			if !slices.Contains(in, c) {
+				cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", c))
+				out = append(out, fmt.Sprintf("%d %q", c, strings.ReplaceAll(string(cmd), "\x00", " ")))
+			}
+			walk(c)
+		}
+	}
+	walk(runsc)
+	if len(in) < 2 {
+		t.Fatalf("only %d processes in the cgroup: the check above proves nothing", len(in))
+	}
+	return out
 }
