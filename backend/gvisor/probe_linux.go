@@ -141,12 +141,12 @@ func enforcement(h *host) map[string]string {
 	why := h.CgroupInfo
 	if h.Cgroups == nil {
 		m["memory"] = "rlimit RLIMIT_AS per process, enforced by the sentry (no usable cgroups: " + why + ")"
-		m["pids"] = "rlimit RLIMIT_NPROC, enforced by the sentry (no usable cgroups: " + why + ")"
+		m["pids"] = "rlimit RLIMIT_NPROC on the program's processes and threads, enforced by the sentry (a refused fork is seen in its strace) (no usable cgroups: " + why + ")"
 		m["cpus"] = "not enforced (no usable cgroups: " + why + ")"
 		return m
 	}
 	m["memory"] = h.Mechanisms["memory"] + " on the whole sandbox (sentry, gofer and the program's memory; the sentry sizes its memory to the limit); an overrun OOM-kills the sandbox"
-	m["pids"] = "rlimit RLIMIT_NPROC (per sandbox), enforced by the sentry; host backstop " + h.Mechanisms["pids"] + " = " + pidsBackstopFormula + " on the sandbox's host tasks"
+	m["pids"] = "rlimit RLIMIT_NPROC on the program's processes and threads (per sandbox), enforced by the sentry (a refused fork is seen in its strace); host backstop " + h.Mechanisms["pids"] + " = " + pidsBackstopFormula + " on the sandbox's host tasks"
 	m["cpus"] = h.Mechanisms["cpu"] + " on the whole sandbox (sentry and gofer included)"
 	m["cpu_time"] = fmt.Sprintf("execbox watcher on the sandbox cgroup's CPU usage (sentry, gofer and program together, checked every %v; kills at the limit); the RLIMIT_CPU rlimit is set too, but not every runsc release enforces it", cpuPoll)
 	return m
