@@ -64,7 +64,8 @@ start() {
 	mkdir -p "$run" "$data"
 	chmod 0711 "$run"
 	rm -f "$sock"
-	# gVisor, when installed, as the runtime "runsc" (docker.runtime: runsc).
+	# gVisor, when installed, as the runtime "runsc" (docker.runtime: runsc):
+	# the first runsc in PATH (scripts/test.sh puts a current one there).
 	# --network=none: gVisor's own loopback-only stack; runsc refuses the
 	# network namespace Docker 20.10 makes for --network none.
 	local runsc
@@ -103,6 +104,16 @@ start() {
 	exit 1
 }
 
+# unmount_runtime detaches what runtimes left mounted in the exec root once
+# the engine is gone: a current runsc pins an empty network namespace
+# there (<runtime root>/null-netns) for its next containers to join.
+unmount_runtime() {
+	local mp
+	awk -v root="$run/exec/" 'index($5, root) == 1 { print $5 }' /proc/self/mountinfo | sort -r | while read -r mp; do
+		umount -l "$mp" && echo "unmounted $mp"
+	done
+}
+
 stop() {
 	local pid
 	if ! pid=$(ourpid); then
@@ -112,7 +123,7 @@ stop() {
 	fi
 	kill -TERM "$pid"
 	for _ in $(seq 1 150); do
-		[ -d "/proc/$pid" ] || { echo "dockerd (pid $pid) stopped"; return 0; }
+		[ -d "/proc/$pid" ] || { echo "dockerd (pid $pid) stopped"; unmount_runtime; return 0; }
 		sleep 0.1
 	done
 	echo "dockerd.sh: dockerd (pid $pid) ignored SIGTERM for 15 s; killing it" >&2

@@ -10,6 +10,9 @@
 # runsc then fails with "fork/exec /proc/self/exe: no such file or
 # directory" (the ELF interpreter is not in that root).
 #
+# The module version is stamped into the binary, so `runsc --version` (and
+# execbox's health) names it; a cached binary without it is rebuilt.
+#
 # Override the cache with EXECBOX_RUNSC_CACHE (default /var/cache/execbox-test).
 set -euo pipefail
 
@@ -17,13 +20,15 @@ version=${EXECBOX_RUNSC_VERSION:-v0.0.0-20260905035102-160fafc42237}
 cache=${EXECBOX_RUNSC_CACHE:-/var/cache/execbox-test}/runsc-$version
 bin=$cache/runsc
 
-if [ ! -x "$bin" ]; then
+if [ ! -x "$bin" ] || [ "$("$bin" --version 2>/dev/null | head -1)" != "runsc version $version" ]; then
 	mkdir -p "$cache"
 	tmp=$(mktemp -d "$cache/build.XXXXXX")
 	trap 'rm -rf "$tmp"' EXIT
 	echo "scripts/runsc.sh: building gvisor.dev/gvisor/runsc@$version (static)" >&2
 	# Outside the module, so execbox's go.mod is not touched.
-	(cd "$tmp" && CGO_ENABLED=0 GOBIN="$tmp" GOFLAGS=-mod=mod go install "gvisor.dev/gvisor/runsc@$version") >&2
+	(cd "$tmp" && CGO_ENABLED=0 GOBIN="$tmp" GOFLAGS=-mod=mod go install \
+		-ldflags "-X gvisor.dev/gvisor/runsc/version.version=$version" \
+		"gvisor.dev/gvisor/runsc@$version") >&2
 	mv "$tmp/runsc" "$bin"
 fi
 # It must really run a program, not only start.

@@ -86,7 +86,7 @@ func (s *Sandbox) ociSpec(p *sandbox.Process) *specs.Spec {
 		Mounts:   mounts,
 		Linux: &specs.Linux{
 			Namespaces: nss,
-			Seccomp:    s.host.Own.seccomp,
+			Seccomp:    s.seccomp,
 		},
 	}
 	if s.Cgroup != nil {

@@ -5,6 +5,9 @@ import (
 	"os"
 	"path/filepath"
 
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
+
 	"github.com/execbox/execbox/backend/internal/hostbase"
 	"github.com/execbox/execbox/internal/cleanup"
 	"github.com/execbox/execbox/internal/hostview"
@@ -22,6 +25,11 @@ type Sandbox struct {
 	view  *hostview.View
 	cid   string // runsc's container id
 	paths dirs
+	// seccomp is the policy the sentry enforces (the host's; nil only in
+	// tests that compare with no policy).
+	seccomp *specs.LinuxSeccomp
+	// lastLog is what the last run's log said (for tests).
+	lastLog *runLog
 }
 
 // Create checks spec against the host and makes the sandbox's directory,
@@ -37,7 +45,7 @@ func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbo
 	if err != nil {
 		return nil, err
 	}
-	s := &Sandbox{host: h, view: view}
+	s := &Sandbox{host: h, view: view, seccomp: h.Own.policy.oci}
 	if s.Sandbox, err = b.NewSandbox(h, spec, false, s.run); err != nil {
 		return nil, err
 	}
@@ -50,6 +58,9 @@ func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbo
 		if err := os.Mkdir(d, 0o700); err != nil {
 			return nil, sandbox.Errorf(sandbox.ErrInternal, "workdir_failed", "creating %s: %w", d, err)
 		}
+	}
+	if err := unix.Mkfifo(s.paths.runLog(), 0o600); err != nil {
+		return nil, sandbox.Errorf(sandbox.ErrInternal, "workdir_failed", "creating runsc's log FIFO: %w", err)
 	}
 	if err := buildRoot(filepath.Join(s.Dir, "rootfs"), view); err != nil {
 		return nil, sandbox.Errorf(sandbox.ErrInternal, "rootfs_failed", "building the sandbox root: %w", err)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/execbox/execbox/internal/cgroups"
 	"github.com/execbox/execbox/internal/proc"
+	"github.com/execbox/execbox/internal/workdir"
 	"github.com/execbox/execbox/sandbox"
 )
 
@@ -26,10 +27,12 @@ func (s *Sandbox) run(ctx context.Context, p *sandbox.Process) (*sandbox.Result,
 	if err := s.writeBundle(p); err != nil {
 		return nil, sandbox.Errorf(sandbox.ErrInternal, "bundle_failed", "preparing the sandbox: %w", err)
 	}
-	for _, f := range []string{s.paths.errorLog(), s.paths.runLog()} {
-		if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return nil, sandbox.Errorf(sandbox.ErrInternal, "bundle_failed", "clearing runsc's log: %w", err)
-		}
+	if err := os.Remove(s.paths.errorLog()); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, sandbox.Errorf(sandbox.ErrInternal, "bundle_failed", "clearing runsc's log: %w", err)
+	}
+	log, err := openRunLog(s.paths.runLog())
+	if err != nil {
+		return nil, sandbox.Errorf(sandbox.ErrInternal, "bundle_failed", "%w", err)
 	}
 
 	l := s.Spec.Limits
@@ -37,9 +40,19 @@ func (s *Sandbox) run(ctx context.Context, p *sandbox.Process) (*sandbox.Result,
 	runCtx, stopRun := context.WithCancel(ctx)
 	defer stopRun()
 	cpuHit := s.watchCPU(l.CPUTime, stopRun)
-	out, err := proc.Run(runCtx, cmd, s.Supervision(p, func() error { return s.kill(cmd.Process) }))
+	sp := *p
+	var live *liveStderr
+	if p.Stderr != nil {
+		live = newLiveStderr(p.Stderr)
+		sp.Stderr = live
+		defer live.end(nil)
+	}
+	out, err := proc.Run(runCtx, cmd, s.Supervision(&sp, func() error { return s.kill(cmd.Process) }))
 	overCPU := cpuHit()
-	cleanErr := s.cleanup()
+	// No process of the run is left after cleanup (the cgroup is swept),
+	// so nothing writes to the log any more.
+	cleanErr := errors.Join(s.cleanup(), log.Close())
+	s.lastLog = log
 	if err != nil {
 		return nil, sandbox.Errorf(sandbox.ErrInternal, "start_failed", "starting runsc: %w", err)
 	}
@@ -48,8 +61,7 @@ func (s *Sandbox) run(ctx context.Context, p *sandbox.Process) (*sandbox.Result,
 		res.Reason = sandbox.ReasonCPULimit
 		res.Message = fmt.Sprintf("the CPU time limit of %v was reached (the sandbox's cgroup: sentry, gofer and program together)", l.CPUTime)
 	}
-	runLog, _ := os.ReadFile(s.paths.runLog())
-	ws, ok := exitStatus(runLog, cmd.Process.Pid)
+	ws, ok := log.status(cmd.Process.Pid)
 	switch {
 	case out.Killed():
 		// We killed the sandbox, and the program with it.
@@ -61,12 +73,24 @@ func (s *Sandbox) run(ctx context.Context, p *sandbox.Process) (*sandbox.Result,
 			res.Reason = sandbox.ReasonOf(ws.Signal())
 		}
 	default:
-		msg := runscErrors(s.paths.errorLog())
+		// runsc failed: its own error, which it printed to the program's
+		// stderr too, is the result's message, never the program's output.
+		msgs := runscErrors(s.paths.errorLog())
+		res.Stderr = withoutRunsc(res.Stderr, msgs)
+		if live != nil {
+			live.end(msgs)
+		}
+		msg := strings.Join(msgs, "; ")
+		if code, why, ok := startFailure(p.Args[0], msg); ok {
+			res.Reason, res.ExitCode, res.Signal, res.Message = sandbox.ReasonExited, code, "", why
+			break
+		}
 		if msg == "" {
+			// Not even an error of its own: what it printed, or its log.
 			msg = strings.TrimSpace(res.Stderr)
 		}
-		if why, ok := notFound(msg); ok {
-			return nil, sandbox.Errorf(sandbox.ErrInvalid, "program_not_found", "starting %q in the sandbox: %s", p.Args[0], why)
+		if msg == "" && len(log.tail) > 0 {
+			msg = "its log ends: " + strings.Join(log.tail[max(len(log.tail)-3, 0):], " | ")
 		}
 		res.Reason, res.ExitCode, res.Signal = sandbox.ReasonSandboxError, -1, ""
 		res.Message = "runsc failed"
@@ -80,6 +104,12 @@ func (s *Sandbox) run(ctx context.Context, p *sandbox.Process) (*sandbox.Result,
 		}
 	}
 	s.account(res, out.Killed())
+	if log.forkFailed > 0 && !out.Killed() && !res.Succeeded() && (res.Reason == sandbox.ReasonExited || res.Reason == sandbox.ReasonSignaled) {
+		// The sentry refused a fork: its RLIMIT_NPROC is Limits.Pids, the
+		// program's tasks (threads included).
+		res.Reason = sandbox.ReasonPidsLimit
+		res.Message = fmt.Sprintf("the limit of %d processes was reached (a fork or clone failed %d time(s))", l.Pids, log.forkFailed)
+	}
 	if cleanErr != nil && res.Reason != sandbox.ReasonSandboxError {
 		// The program ran, but something of the run may be left; say so
 		// rather than hide it.
@@ -204,11 +234,15 @@ func sweep(cg *cgroups.Cgroup) error {
 	}
 }
 
-// cleanup removes what a run may leave: runsc's state (only when runsc
-// did not remove it itself, i.e. it was killed) and cgroup leaves runsc
-// made in hierarchies other than ours.
+// cleanup removes what a run may leave: mounts runsc made in its root
+// (newer releases pin a network namespace there unless told otherwise),
+// runsc's state (only when runsc did not remove it itself, i.e. it was
+// killed) and cgroup leaves runsc made in hierarchies other than ours.
 func (s *Sandbox) cleanup() error {
 	var errs []error
+	if err := workdir.UnmountUnder(s.paths.state); err != nil {
+		errs = append(errs, err)
+	}
 	if ents, err := os.ReadDir(s.paths.state); err == nil && len(ents) > 0 {
 		if err := s.host.Own.runsc.delete(s.paths, s.cid); err != nil {
 			// delete fails when the container never got as far as having

@@ -2,6 +2,7 @@ package gvisor
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,12 +13,18 @@ import (
 )
 
 // Health really starts a sandbox, names runsc and its platform, and is
-// cached for healthTTL; a stale answer is probed again.
+// cached for healthTTL; a stale answer is probed again. It is ready only
+// where the smoke checks pass: with a runsc that lacks statx as coreutils
+// calls it (2022's), `ls -la` fails, and the reason says so.
 func TestHealth(t *testing.T) {
 	b := newBackend(t)
 	h := b.Health(t.Context())
-	if !h.Available || !h.Ready || !strings.Contains(h.Reason, "started /bin/true") {
+	if !h.Available || !strings.Contains(h.Reason, "started /bin/true") {
 		t.Fatalf("health %+v", h)
+	}
+	stat := testutil.Run(t, b, sandbox.Spec{}, "/usr/bin/stat", "/")
+	if statx := stat.Succeeded(); h.Ready != statx || !statx && !strings.Contains(h.Reason, "check statx: ") {
+		t.Fatalf("stat / in a sandbox: %s %q; health %+v", stat.Reason, stat.Stderr, h)
 	}
 	for _, k := range []string{"runsc", "platform", "cgroups", "seccomp"} {
 		if h.Details[k] == "" {
@@ -49,6 +56,31 @@ func rootOnly(t *testing.T) {
 	}
 }
 
+// A failed smoke check makes the backend available but not ready, with
+// the check named; the verdict is kept as long as the health answer.
+func TestHealthSmokeFails(t *testing.T) {
+	newBackend(t)
+	old := smokeScript
+	t.Cleanup(func() { smokeScript = old })
+	smokeScript = "echo 'select: python3 select.select: PermissionError' >&2; exit 1"
+	b := mustBackend(t, sandbox.Settings{WorkRoot: t.TempDir()})
+	t.Cleanup(func() { b.Close() })
+	h := b.Health(t.Context())
+	if !h.Available || h.Ready || !strings.HasPrefix(h.Reason, "not ready: check select: python3 select.select: PermissionError") ||
+		!strings.Contains(h.Reason, "output burst: 0 of") {
+		t.Fatalf("health with a failing smoke check: %+v", h)
+	}
+	smokeScript = old
+	if again := b.Health(t.Context()); again.Ready || !again.CheckedAt.Equal(h.CheckedAt) {
+		t.Fatalf("within the TTL the verdict changed: %+v", again)
+	}
+	b.Expire()
+	stat := testutil.Run(t, b, sandbox.Spec{}, "/usr/bin/stat", "/")
+	if fresh := b.Health(t.Context()); fresh.Ready != stat.Succeeded() {
+		t.Fatalf("after the TTL: %+v", fresh)
+	}
+}
+
 // A runsc that is not there makes the backend unavailable with the reason,
 // and Create refuses with ErrUnavailable.
 func TestHealthRunscMissing(t *testing.T) {
@@ -70,10 +102,21 @@ func TestHealthRunscMissing(t *testing.T) {
 func TestHealthRunscFails(t *testing.T) {
 	rootOnly(t)
 	fake := filepath.Join(t.TempDir(), "runsc")
+	// It answers every question about itself (as runsc 2022 does), then
+	// fails to run anything.
+	numbers, _, err := hostSyscalls()
+	if err != nil {
+		t.Skip(err)
+	}
+	table := "OS,Arch,Num,Name,Support,Note\n"
+	for n, nr := range numbers {
+		table += fmt.Sprintf("linux,amd64,%d,%s,Full Support,\n", nr, n)
+	}
 	script := `#!/bin/sh
 case "$1" in
 --version) echo "runsc version fake-1"; exit 0;;
-help) echo ptrace; exit 0;;
+flags) for f in ` + strings.Join(requiredFlags, " ") + `; do printf '  -%s\n' "$f"; done >&2; exit 0;;
+help) if [ "$2" = syscalls ]; then printf '` + table + `'; else echo ptrace; fi; exit 0;;
 esac
 echo "fake runsc cannot start sandboxes" >&2
 exit 1
@@ -114,43 +157,6 @@ func TestPickPlatform(t *testing.T) {
 	}
 }
 
-// runsc's "Exiting with status" lines carry the raw wait status; the boot
-// process's (the sentry's) wins over the run command's, which may be its
-// fallback with a signal folded into 128+n.
-func TestExitStatus(t *testing.T) {
-	const run = 100
-	for _, c := range []struct {
-		log    string
-		ok     bool
-		exited bool
-		code   int
-		sig    string
-	}{
-		{"I1129 19:32:20.959458     100 main.go:266] Exiting with status: 15\n", true, false, -1, "terminated"},
-		{"I1129 main.go:266] Exiting with status: 768\n", true, true, 3, ""},
-		{"I1129 19:32:20.959458     100 main.go:266] Exiting with status: 0", true, true, 0, ""},
-		{"I1129 19:48:33.646751   13973 main.go:266] Exiting with status: 15\n" +
-			"W1129 19:48:33.650000     100 sandbox.go:933] Wait on container failed. Will try waiting on the sandbox process instead.\n" +
-			"I1129 19:48:33.650474     100 main.go:266] Exiting with status: 36608\n", true, false, -1, "terminated"},
-		{"I1129 19:48:33.650474     100 main.go:266] Exiting with status: 36608\n" +
-			"I1129 19:48:33.646751   13973 main.go:266] Exiting with status: 9\n", true, false, -1, "killed"},
-		{"W1129 FATAL ERROR: running container: ...\n", false, false, 0, ""},
-		{"", false, false, 0, ""},
-	} {
-		ws, ok := exitStatus([]byte(c.log), run)
-		if ok != c.ok {
-			t.Errorf("%q: ok %v", c.log, ok)
-			continue
-		}
-		if !ok {
-			continue
-		}
-		if ws.Exited() != c.exited || (c.exited && ws.ExitStatus() != c.code) || (!c.exited && ws.Signal().String() != c.sig) {
-			t.Errorf("%q: status %v", c.log, ws)
-		}
-	}
-}
-
 // A runsc installed after the backend found none is picked up without a
 // restart, once the cached answer is stale.
 func TestHealthRunscAppearsLater(t *testing.T) {
@@ -172,4 +178,20 @@ func TestHealthRunscAppearsLater(t *testing.T) {
 		t.Fatalf("runsc installed later was not picked up: %+v", h)
 	}
 	t.Cleanup(func() { nb.Close() })
+}
+
+// The flags `runsc flags` lists, in the layout of the 2022 release and of
+// today's.
+func TestParseFlags(t *testing.T) {
+	out := "  -TESTONLY-unsafe-nonroot\n    \tTEST ONLY; do not ever use!\n  -debug-command string\n    \tcomma-separated list\n" +
+		"  -gofer-network-namespace value\n    \tnetwork namespace for gofers (default null)\n  -oci-seccomp\n    \tEnables loading OCI seccomp filters.\n"
+	got := parseFlags([]byte(out))
+	for _, f := range []string{"TESTONLY-unsafe-nonroot", "debug-command", "gofer-network-namespace", "oci-seccomp"} {
+		if !got[f] {
+			t.Errorf("flag %s not found in %v", f, got)
+		}
+	}
+	if len(got) != 4 {
+		t.Errorf("flags %v", got)
+	}
 }

@@ -1,6 +1,10 @@
 package gvisor
 
 import (
+	"bytes"
+	"fmt"
+	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -118,42 +122,204 @@ func TestCPUTimeLimit(t *testing.T) {
 	}
 }
 
-// The process limit is the sentry's RLIMIT_NPROC: forks beyond it fail
-// inside the sandbox (the program copes or not), under it they work.
+// The process limit is the sentry's RLIMIT_NPROC, which counts every task
+// of the sandbox's uid: processes and threads. A fork bomb and a thread
+// bomb stop at it with reason pids_limit (the sentry's strace says a fork
+// failed with EAGAIN); processes full of threads never have more live
+// tasks than the limit; the host backstop is never what stops them; and
+// under the limit, forks work.
 func TestPidsLimit(t *testing.T) {
 	b := newBackend(t)
-	spec := sandbox.Spec{Limits: sandbox.Limits{Pids: 16}}
-	running := func(n int) int {
+	const limit = 32
+	spec := sandbox.Spec{Limits: sandbox.Limits{Pids: limit, Wall: 30 * time.Second}}
+	sb := testutil.Create(t, b, spec)
+	s := sb.(*Sandbox)
+	py := func(code string) *sandbox.Result {
 		t.Helper()
-		res := testutil.Py(t, b, spec, `
-import os, time
-kids = []
-for i in range(`+strconv.Itoa(n)+`):
+		return testutil.Exec(t, sb, "/usr/bin/python3", "-c", code)
+	}
+	for name, code := range map[string]string{
+		"fork bomb":   "import os\nwhile True:\n    os.fork()\n",
+		"thread bomb": "import threading, time\nwhile True:\n    threading.Thread(target=time.sleep, args=(1,)).start()\n",
+	} {
+		start := time.Now()
+		res := py(code)
+		if res.Reason != sandbox.ReasonPidsLimit || !strings.Contains(res.Message, "limit of 32 processes") {
+			t.Errorf("%s: reason %s exit %d message %q, want pids_limit; stderr %q", name, res.Reason, res.ExitCode, res.Message, testutil.Tail(res.Stderr))
+		}
+		t.Logf("%s: %s after %v: %s", name, res.Reason, time.Since(start).Round(time.Millisecond), res.Message)
+	}
+
+	// Live tasks, counted from inside while processes start threads until
+	// refused and hold them: never more than the limit.
+	res := py(`
+import os, threading, time
+def tasks():
+    n = 0
+    for p in os.listdir("/proc"):
+        if p.isdigit():
+            try:
+                n += len(os.listdir("/proc/%s/task" % p))
+            except OSError:
+                pass
+    return n
+peak, kids = 0, []
+for i in range(40):
     try:
         pid = os.fork()
     except OSError:
         break
     if pid == 0:
-        time.sleep(1)
+        try:
+            for j in range(40):
+                threading.Thread(target=time.sleep, args=(1.5,)).start()
+        except RuntimeError:
+            pass
+        time.sleep(1.5)
         os._exit(0)
     kids.append(pid)
-print(len(kids))
+    peak = max(peak, tasks())
+end = time.time() + 1
+while time.time() < end:
+    peak = max(peak, tasks())
+print(len(kids), peak)
 for k in kids:
     os.waitpid(k, 0)`)
-		testutil.WantOK(t, res)
-		k, err := strconv.Atoi(strings.TrimSpace(res.Stdout))
+	testutil.WantOK(t, res)
+	var kids, peak int
+	if _, err := fmt.Sscan(res.Stdout, &kids, &peak); err != nil {
+		t.Fatalf("output %q %q", res.Stdout, res.Stderr)
+	}
+	t.Logf("processes with threads under pids %d: %d children, at most %d live tasks seen", limit, kids, peak)
+	if peak > limit {
+		t.Errorf("%d live tasks under pids %d", peak, limit)
+	}
+	if peak < limit/2 {
+		t.Errorf("only %d live tasks seen: the check above proves little", peak)
+	}
+	// The sentry's limit stopped them all, never the host's backstop.
+	st, err := s.Cgroup.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.PidsLimitHits != 0 {
+		t.Errorf("the host pids backstop (%d) refused %d forks", pidsBackstop(limit), st.PidsLimitHits)
+	}
+
+	// Under the limit: 20 children at once are fine.
+	res = py(`
+import os, time
+kids = []
+for i in range(20):
+    pid = os.fork()
+    if pid == 0:
+        time.sleep(0.5)
+        os._exit(0)
+    kids.append(pid)
+for k in kids:
+    os.waitpid(k, 0)
+print(len(kids))`)
+	testutil.WantOK(t, res)
+	if res.Stdout != "20\n" {
+		t.Fatalf("20 children under pids %d: %q %q", limit, res.Stdout, res.Stderr)
+	}
+}
+
+// The cpus limit holds for the whole sandbox, measured from the host: two
+// threads that spin without Python's lock (hashing releases it) use no
+// more than the limit, with a margin for the scheduler and a loaded host,
+// and every host process of the sandbox (sentry, gofer, the platform's
+// stubs: everything runsc started) is inside the sandbox's cgroup, so its
+// CPU is counted there. Only an upper bound is asserted: on a loaded host
+// the program may get less.
+func TestCPUsLimit(t *testing.T) {
+	b := newBackend(t)
+	for _, cpus := range []float64{0.5, 1} {
+		sb := testutil.Create(t, b, sandbox.Spec{Limits: sandbox.Limits{CPUs: cpus, Wall: 30 * time.Second}})
+		s := sb.(*Sandbox)
+		done := make(chan *sandbox.Result, 1)
+		go func() {
+			done <- testutil.Exec(t, sb, "/usr/bin/python3", "-c", `
+import hashlib, threading, time
+data = b"x" * (1 << 22)
+def spin():
+    end = time.time() + 4
+    while time.time() < end:
+        hashlib.sha256(data).digest()
+ts = [threading.Thread(target=spin) for _ in range(2)]
+[t.start() for t in ts]
+[t.join() for t in ts]`)
+		}()
+		time.Sleep(1500 * time.Millisecond) // past start-up
+		before, err := s.Cgroup.Stats()
 		if err != nil {
-			t.Fatalf("output %q %q", res.Stdout, res.Stderr)
+			t.Fatal(err)
 		}
-		return k
+		start := time.Now()
+		time.Sleep(2 * time.Second)
+		after, err := s.Cgroup.Stats()
+		if err != nil {
+			t.Fatal(err)
+		}
+		used := float64(after.CPU-before.CPU) / float64(time.Since(start))
+		outside := outsideCgroup(t, s)
+		res := <-done
+		testutil.WantOK(t, res)
+		t.Logf("cpus %.1f: the sandbox used %.2f CPUs (cgroup usage over wall, measured on the host)", cpus, used)
+		if used > cpus*1.15 {
+			t.Errorf("cpus %.1f: the sandbox used %.2f CPUs", cpus, used)
+		}
+		if len(outside) > 0 {
+			t.Errorf("host processes of the sandbox outside its cgroup (their CPU is not limited): %v", outside)
+		}
 	}
-	// Python itself is one of the 16.
-	k := running(40)
-	t.Logf("40 forks under pids 16: %d children ran", k)
-	if k < 1 || k > 15 {
-		t.Fatalf("40 forks under pids 16: %d children ran", k)
+}
+
+// outsideCgroup lists the running sandbox's host processes (runsc's
+// descendants) that are not in its cgroup.
+func outsideCgroup(t *testing.T, s *Sandbox) []string {
+	t.Helper()
+	in, err := s.Cgroup.Procs()
+	if err != nil {
+		t.Fatal(err)
 	}
-	if k := running(10); k != 10 {
-		t.Fatalf("10 forks under pids 16: %d children ran", k)
+	children := map[int][]int{}
+	runsc := 0
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+2:]))
+		ppid, _ := strconv.Atoi(f[1])
+		children[ppid] = append(children[ppid], pid)
+		if cmd, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline"); bytes.Contains(cmd, []byte("--root="+s.paths.state+"\x00")) &&
+			bytes.Contains(cmd, []byte("\x00run\x00")) {
+			runsc = pid
+		}
 	}
+	if runsc == 0 {
+		t.Fatal("no runsc run process found for the sandbox")
+	}
+	var out []string
+	var walk func(int)
+	walk = func(p int) {
+		for _, c := range children[p] {
+			if !slices.Contains(in, c) {
+				cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", c))
+				out = append(out, fmt.Sprintf("%d %q", c, strings.ReplaceAll(string(cmd), "\x00", " ")))
+			}
+			walk(c)
+		}
+	}
+	walk(runsc)
+	if len(in) < 2 {
+		t.Fatalf("only %d processes in the cgroup: the check above proves nothing", len(in))
+	}
+	return out
 }

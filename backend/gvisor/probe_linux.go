@@ -7,8 +7,6 @@ import (
 	"strings"
 	"time"
 
-	specs "github.com/opencontainers/runtime-spec/specs-go"
-
 	"github.com/execbox/execbox/backend/internal/hostbase"
 	"github.com/execbox/execbox/sandbox"
 )
@@ -24,6 +22,7 @@ type Backend struct {
 	*hostbase.Backend[facts]
 	cfg    Config
 	hidden []string // execbox's work roots, never mounted
+	smoke  smoke    // the last smoke checks' verdict (health_linux.go)
 }
 
 // facts are what the gvisor backend finds out about the host besides
@@ -31,9 +30,8 @@ type Backend struct {
 type facts struct {
 	runsc    *runsc
 	hier     []string // cgroup v1 hierarchies (runsc makes leaves in those we do not use)
-	seccomp  *specs.LinuxSeccomp
-	rules    int    // syscall names the seccomp policy lists
-	platform string // for Health
+	policy   *policy  // the seccomp policy as this runsc enforces it
+	platform string   // for Health
 }
 
 type host = hostbase.Host[facts]
@@ -89,7 +87,15 @@ func (b *Backend) probe(h *host) error {
 		h.Own.hier = h.Cgroups.Hierarchies()
 		reconcileExtra(h.Own.hier)
 	}
-	if h.Own.seccomp, h.Own.rules, err = seccompPolicy(); err != nil {
+	_, goarch, err := hostSyscalls()
+	if err != nil {
+		return err
+	}
+	table, err := r.syscalls(goarch)
+	if err != nil {
+		return err
+	}
+	if h.Own.policy, err = seccompPolicy(table); err != nil {
 		return err
 	}
 	return h.OpenBase()
@@ -99,8 +105,10 @@ func (b *Backend) healthDetails(h *host) map[string]string {
 	d := map[string]string{
 		"runsc":    b.cfg.Runsc,
 		"cgroups":  h.CgroupInfo,
-		"seccomp":  strconv.Itoa(h.Own.rules) + " syscall names, enforced by the sentry",
 		"platform": h.Own.platform,
+	}
+	if p := h.Own.policy; p != nil {
+		d["seccomp"] = seccompInfo(p)
 	}
 	if r := h.Own.runsc; r != nil {
 		d["runsc"] = r.path + " (version " + r.version + ")"
@@ -123,22 +131,34 @@ func enforcement(h *host) map[string]string {
 		"tmp_size":  "gVisor tmpfs size, each of /tmp and /dev/shm (kept in the sentry's memory, so also under the memory limit)",
 		"work_size": "host tmpfs size (mounted on the work dir, served to the sandbox by runsc's gofer)",
 		"network":   "gVisor netstack, runsc --network=none (loopback only, no host interface)",
-		"seccomp":   fmt.Sprintf("execbox's policy (%d syscall names, Docker's default without capabilities) enforced by the sentry (--oci-seccomp); the sentry and gofer run under gVisor's own host seccomp filters", h.Own.rules),
+		"seccomp":   "execbox's policy (Docker's default without capabilities) enforced by the sentry (--oci-seccomp); the sentry and gofer run under gVisor's own host seccomp filters",
 		"landlock":  "not applicable: the program never reaches the host kernel; runsc's gofer serves only the mounted paths",
 		"isolation": "gVisor user-space kernel (runsc " + version + ", platform " + platform + ")",
+	}
+	if p := h.Own.policy; p != nil {
+		m["seccomp"] = fmt.Sprintf("execbox's policy (%s) enforced by the sentry (--oci-seccomp); the sentry and gofer run under gVisor's own host seccomp filters", seccompInfo(p))
 	}
 	why := h.CgroupInfo
 	if h.Cgroups == nil {
 		m["memory"] = "rlimit RLIMIT_AS per process, enforced by the sentry (no usable cgroups: " + why + ")"
-		m["pids"] = "rlimit RLIMIT_NPROC, enforced by the sentry (no usable cgroups: " + why + ")"
+		m["pids"] = "rlimit RLIMIT_NPROC on the program's processes and threads, enforced by the sentry (a refused fork is seen in its strace) (no usable cgroups: " + why + ")"
 		m["cpus"] = "not enforced (no usable cgroups: " + why + ")"
 		return m
 	}
 	m["memory"] = h.Mechanisms["memory"] + " on the whole sandbox (sentry, gofer and the program's memory; the sentry sizes its memory to the limit); an overrun OOM-kills the sandbox"
-	m["pids"] = "rlimit RLIMIT_NPROC (per sandbox), enforced by the sentry; host backstop " + h.Mechanisms["pids"] + " = " + pidsBackstopFormula + " on the sandbox's host tasks"
+	m["pids"] = "rlimit RLIMIT_NPROC on the program's processes and threads (per sandbox), enforced by the sentry (a refused fork is seen in its strace); host backstop " + h.Mechanisms["pids"] + " = " + pidsBackstopFormula + " on the sandbox's host tasks"
 	m["cpus"] = h.Mechanisms["cpu"] + " on the whole sandbox (sentry and gofer included)"
 	m["cpu_time"] = fmt.Sprintf("execbox watcher on the sandbox cgroup's CPU usage (sentry, gofer and program together, checked every %v; kills at the limit); the RLIMIT_CPU rlimit is set too, but not every runsc release enforces it", cpuPoll)
 	return m
+}
+
+// seccompInfo says what the policy is on this runsc.
+func seccompInfo(p *policy) string {
+	s := strconv.Itoa(p.rules) + " syscall names, Docker's default without capabilities, translated to this runsc's syscall table"
+	if len(p.unimplemented) > 0 {
+		s += fmt.Sprintf("; %d the policy allows are not implemented by this runsc and answer ENOSYS: %s", len(p.unimplemented), strings.Join(p.unimplemented, ", "))
+	}
+	return s
 }
 
 // pidsBackstop is the host pids limit of a sandbox: the sentry, the gofer

@@ -3,12 +3,15 @@ package gvisor
 import (
 	"context"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/execbox/execbox/internal/testutil"
 	"github.com/execbox/execbox/internal/workdir"
@@ -198,5 +201,181 @@ func TestBackendClose(t *testing.T) {
 	}
 	if _, err := b.Create(t.Context(), sandbox.Spec{}); !errors.Is(err, sandbox.ErrUnavailable) {
 		t.Fatalf("Create after Close: %v, want ErrUnavailable", err)
+	}
+}
+
+// Newer runsc releases pin a network namespace with a bind mount in their
+// --root (null-netns) unless told not to; whatever a release mounts there,
+// the next run and Close detach it, and nothing is left.
+func TestStateMountsDetached(t *testing.T) {
+	b := newBackend(t)
+	sb := testutil.Create(t, b, sandbox.Spec{})
+	s := sb.(*Sandbox)
+	testutil.WantOK(t, testutil.Exec(t, sb, "/bin/true"))
+	if m := mountsUnder(s.paths.state); len(m) != 0 {
+		t.Errorf("runsc left mounts in its root after a run: %v", m)
+	}
+	pin := func() {
+		t.Helper()
+		p := filepath.Join(s.paths.state, "null-netns")
+		if err := os.WriteFile(p, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := unix.Mount("/proc/self/ns/net", p, "", unix.MS_BIND, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pin()
+	testutil.WantOK(t, testutil.Exec(t, sb, "/bin/true"))
+	if m := mountsUnder(s.paths.state); len(m) != 0 {
+		t.Errorf("a mount in runsc's root outlived the next run: %v", m)
+	}
+	pin()
+	if err := sb.Close(t.Context()); err != nil {
+		t.Fatalf("Close with a mount in runsc's root: %v", err)
+	}
+	if m := mountsUnder(s.Dir); len(m) != 0 {
+		t.Errorf("mounts left after Close: %v", m)
+	}
+	if _, err := os.Stat(s.Dir); !os.IsNotExist(err) {
+		t.Errorf("the sandbox dir is left: %v", err)
+	}
+}
+
+// treeScript starts a process tree in which every member writes its own
+// heartbeat file in /work every 50 ms, the host's view of the work dir
+// showing each write: a background child, a child in a session of its
+// own, an orphan (its parent has exited), a thread of a Python process,
+// and the main shell. All of them ignore SIGTERM, SIGHUP and SIGINT.
+const treeScript = `
+trap '' TERM HUP INT
+beat() { while :; do date +%s%N > "/work/hb.$1"; sleep 0.05; done; }
+beat child &
+setsid sh -c 'trap "" TERM HUP INT; while :; do date +%s%N > /work/hb.session; sleep 0.05; done' &
+sh -c '(trap "" TERM HUP INT; while :; do date +%s%N > /work/hb.orphan; sleep 0.05; done) & exit 0'
+python3 -c '
+import signal, threading, time
+for s in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+    signal.signal(s, signal.SIG_IGN)
+def beat():
+    while True:
+        with open("/work/hb.thread", "w") as f:
+            f.write(str(time.time_ns()))
+        time.sleep(0.05)
+threading.Thread(target=beat).start()
+' &
+beat main
+`
+
+var heartbeatNames = []string{"child", "session", "orphan", "thread", "main"}
+
+// heartbeats reads every heartbeat file in the directory open as dir.
+func heartbeats(dir *os.File) map[string]string {
+	out := map[string]string{}
+	for _, n := range heartbeatNames {
+		fd, err := unix.Openat(int(dir.Fd()), "hb."+n, unix.O_RDONLY, 0)
+		if err != nil {
+			continue
+		}
+		f := os.NewFile(uintptr(fd), n)
+		b, _ := io.ReadAll(f)
+		f.Close()
+		out[n] = string(b)
+	}
+	return out
+}
+
+// beating waits until every member of the tree has written a heartbeat
+// twice.
+func beating(t *testing.T, dir *os.File) {
+	t.Helper()
+	first := heartbeats(dir)
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		now := heartbeats(dir)
+		ok := len(now) == len(heartbeatNames)
+		for _, n := range heartbeatNames {
+			if now[n] == "" || now[n] == first[n] {
+				ok = false
+			}
+		}
+		if ok {
+			return
+		}
+	}
+	t.Fatalf("the tree is not beating: %v", heartbeats(dir))
+}
+
+// stopped fails the test if any heartbeat still changes.
+func stopped(t *testing.T, how string, dir *os.File) {
+	t.Helper()
+	before := heartbeats(dir)
+	time.Sleep(time.Second)
+	after := heartbeats(dir)
+	if len(after) != len(heartbeatNames) {
+		t.Fatalf("%s: the heartbeats can no longer be read (%v): the check proves nothing", how, after)
+	}
+	for _, n := range heartbeatNames {
+		if after[n] != before[n] {
+			t.Errorf("%s: the %s of the tree still beats", how, n)
+		}
+	}
+}
+
+// Timeout, cancel and Close each end the whole tree — children, another
+// session, orphans, threads — as the heartbeats each member writes to the
+// work dir show from the host; no host process of the sandbox is left.
+// (For Close, the work dir is held open across it: its tmpfs, detached,
+// stays readable.)
+func TestTreeKilled(t *testing.T) {
+	b := newBackend(t)
+	for _, how := range []string{"timeout", "cancel", "Close"} {
+		t.Run(how, func(t *testing.T) {
+			sb, err := b.Create(t.Context(), sandbox.Spec{Limits: sandbox.Limits{Wall: 60 * time.Second}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := sb.(*Sandbox)
+			defer sb.Close(context.Background())
+			dir, err := os.Open(s.Work.Path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer dir.Close()
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			p := &sandbox.Process{Args: []string{"/bin/sh", "-c", treeScript}}
+			if how == "timeout" {
+				p.Timeout = 3 * time.Second
+			}
+			done := make(chan *sandbox.Result, 1)
+			go func() {
+				res, err := sb.Exec(ctx, p)
+				if err != nil {
+					t.Error(err)
+				}
+				done <- res
+			}()
+			beating(t, dir)
+			switch how {
+			case "cancel":
+				cancel()
+			case "Close":
+				if err := sb.Close(context.Background()); err != nil {
+					t.Errorf("Close: %v", err)
+				}
+			}
+			select {
+			case res := <-done:
+				if res != nil {
+					t.Logf("%s: reason %s signal %s", how, res.Reason, res.Signal)
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatalf("%s: Exec did not return", how)
+			}
+			stopped(t, how, dir)
+			if procs := hostProcs(s.Dir); len(procs) > 0 {
+				t.Errorf("%s: host processes left: %v", how, procs)
+			}
+		})
 	}
 }
