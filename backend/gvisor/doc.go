@@ -91,12 +91,13 @@
 //
 // # Health
 //
-// Health starts /bin/true in a sandbox (hostbase), then a smoke run checks
-// what ordinary programs need and a runsc release may lack: statx as
-// coreutils 9 calls it (`ls -la`, `stat`), select(2) through the policy,
-// and a burst of 5000 small writes arriving whole. A backend whose smoke
-// check fails is available (a run that names it works) but not ready (auto
-// and tiers pass it by), and the reason names the check.
+// Health starts /bin/true in a sandbox, then the smoke check every
+// backend passes to be ready (hostbase, sandbox.Smoke): listing and stat
+// (statx as coreutils 9 calls it, which runsc 2022 fails), files in /tmp
+// and the work dir, fork and wait, select and poll through the policy, a
+// burst of output arriving whole. A backend whose smoke check fails is
+// available (a run that names it works) but not ready (auto and tiers pass
+// it by), and the reason names the check.
 //
 // # Platform and runsc releases
 //

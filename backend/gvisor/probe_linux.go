@@ -22,7 +22,6 @@ type Backend struct {
 	*hostbase.Backend[facts]
 	cfg    Config
 	hidden []string // execbox's work roots, never mounted
-	smoke  smoke    // the last smoke checks' verdict (health_linux.go)
 }
 
 // facts are what the gvisor backend finds out about the host besides
