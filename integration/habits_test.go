@@ -127,3 +127,29 @@ func TestProductWords(t *testing.T) {
 		}
 	}
 }
+
+// TestDoctorSaysHostFactsOnce: a line per backend, and the cgroup
+// explanation the backends share once, below the table.
+func TestDoctorSaysHostFactsOnce(t *testing.T) {
+	requireNative(t)
+	r := execbox(t, nil, "", "doctor")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	table, rest, _ := strings.Cut(r.stdout, "\n\n")
+	lines := strings.Split(table, "\n")
+	if len(lines) < 6 || !strings.HasPrefix(lines[0], "BACKEND") {
+		t.Fatalf("table:\n%s", table)
+	}
+	for _, l := range lines[1:] {
+		if len([]rune(l)) > 200 {
+			t.Errorf("a table line is %d characters: %s", len([]rune(l)), l)
+		}
+	}
+	if n := strings.Count(r.stdout, "hierarchies /sys/fs/cgroup"); n > 1 {
+		t.Errorf("the cgroup explanation appears %d times", n)
+	}
+	if !strings.HasPrefix(rest, "host:\n  cgroups") {
+		t.Errorf("no host section after the table:\n%s", rest)
+	}
+}

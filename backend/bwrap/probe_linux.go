@@ -67,7 +67,7 @@ func build(cfg Config, s sandbox.Settings) sandbox.Backend {
 			}
 		},
 		Ready: func(h *host, _ time.Duration) string {
-			return h.Own.version + " as uid 65534 in its own namespaces, " + h.CgroupInfo
+			return h.Own.version + " as uid 65534 in its own namespaces, " + h.CgroupVersion()
 		},
 		ProbeFailed: func(_ *host, res *sandbox.Result) string {
 			if res.Reason == sandbox.ReasonSandboxError {

@@ -52,7 +52,7 @@ func build(cfg Config, s sandbox.Settings) sandbox.Backend {
 		Unavailable:   "gvisor unavailable: ",
 		Ready: func(h *host, took time.Duration) string {
 			return fmt.Sprintf("runsc %s, platform %s; started /bin/true in %v; limits: %s",
-				h.Own.runsc.version, h.Own.runsc.platform, took.Round(time.Millisecond), h.CgroupInfo)
+				h.Own.runsc.version, h.Own.runsc.platform, took.Round(time.Millisecond), h.CgroupVersion())
 		},
 		ProbeFailed: func(h *host, res *sandbox.Result) string {
 			detail := res.Message

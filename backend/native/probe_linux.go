@@ -143,7 +143,7 @@ func healthDetails(h *host) map[string]string {
 }
 
 func ready(h *host, _ time.Duration) string {
-	r := "namespaces, " + h.CgroupInfo
+	r := "namespaces, " + h.CgroupVersion()
 	if h.Rootless() {
 		r += "; rootless: " + rootlessGaps(h)
 	}

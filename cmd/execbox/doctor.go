@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -57,31 +58,45 @@ It exits 1 when nothing can run.`,
 	return cmd
 }
 
+// maxReason is how much of a reason the table shows; --json has it whole.
+const maxReason = 110
+
+// printReport writes the report for people: a line per backend, then the
+// facts of the host they share (said once), then how each available
+// backend enforces each limit, then what auto selects and why.
 func printReport(w io.Writer, r v1.Health) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "BACKEND\tISOLATION\tAVAILABLE\tREADY\tREASON")
 	for _, c := range r.Candidates {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", c.Name, c.Isolation, yesNo(c.Available), yesNo(c.Ready), c.Reason)
+		reason := c.Reason
+		if len(reason) > maxReason {
+			reason = reason[:maxReason] + "…"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", c.Name, c.Isolation, yesNo(c.Available), yesNo(c.Ready), reason)
 	}
 	tw.Flush()
+	shared := sharedDetails(r.Candidates)
+	if len(shared) > 0 {
+		fmt.Fprintln(w, "\nhost:")
+		for _, k := range slices.Sorted(maps.Keys(shared)) {
+			fmt.Fprintf(w, "  %-10s %s\n", k, shared[k])
+		}
+	}
 	for _, c := range r.Candidates {
 		if !c.Available {
 			continue
 		}
 		fmt.Fprintf(w, "\n%s enforces:\n", c.Name)
-		keys := make([]string, 0, len(c.Enforcement))
-		for k := range c.Enforcement {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		for _, k := range keys {
+		for _, k := range slices.Sorted(maps.Keys(c.Enforcement)) {
 			fmt.Fprintf(w, "  %-10s %s\n", k, c.Enforcement[k])
 		}
-		if len(c.Details) > 0 {
-			var ds []string
-			for k, v := range c.Details {
+		var ds []string
+		for k, v := range c.Details {
+			if _, same := shared[k]; !same {
 				ds = append(ds, k+"="+v)
 			}
+		}
+		if len(ds) > 0 {
 			slices.Sort(ds)
 			fmt.Fprintf(w, "  details:   %s\n", strings.Join(ds, ", "))
 		}
@@ -93,6 +108,30 @@ func printReport(w io.Writer, r v1.Health) {
 		fmt.Fprintln(w, "selected:   none")
 	}
 	fmt.Fprintf(w, "because:    %s\n", r.SelectedBecause)
+}
+
+// sharedDetails are the details that two or more backends report with
+// the same value: facts of the host (the cgroups), said once.
+func sharedDetails(cs []v1.Backend) map[string]string {
+	seen := map[string]string{}
+	count := map[string]int{}
+	for _, c := range cs {
+		for k, v := range c.Details {
+			if old, ok := seen[k]; ok && old != v {
+				count[k] = -1 << 30 // differs between backends: not the host's
+				continue
+			}
+			seen[k] = v
+			count[k]++
+		}
+	}
+	out := map[string]string{}
+	for k, n := range count {
+		if n >= 2 {
+			out[k] = seen[k]
+		}
+	}
+	return out
 }
 
 func yesNo(b bool) string {

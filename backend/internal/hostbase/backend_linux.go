@@ -105,7 +105,7 @@ func (o Options[F]) withDefaults() Options[F] {
 		o.HealthDetails = func(h *Host[F]) map[string]string { return map[string]string{"cgroups": h.CgroupInfo} }
 	}
 	if o.Ready == nil {
-		o.Ready = func(h *Host[F], _ time.Duration) string { return h.CgroupInfo }
+		o.Ready = func(h *Host[F], _ time.Duration) string { return h.CgroupVersion() }
 	}
 	if o.ProbeFailed == nil {
 		o.ProbeFailed = func(_ *Host[F], res *sandbox.Result) string {
@@ -272,6 +272,15 @@ type Host[F any] struct {
 // Rootless reports whether execbox runs unprivileged: it cannot mount on
 // the host then, and the work dir has no size limit of its own.
 func (h *Host[F]) Rootless() bool { return h.rootless }
+
+// CgroupVersion names the cgroups limits go through, in a few words
+// ("cgroup v1", "no cgroups"); CgroupInfo says why, at length.
+func (h *Host[F]) CgroupVersion() string {
+	if h.Cgroups == nil {
+		return "no cgroups"
+	}
+	return "cgroup " + h.Cgroups.Version()
+}
 
 // OpenCgroups finds the host's cgroups and removes what dead execbox
 // processes left in them.
