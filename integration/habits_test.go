@@ -153,3 +153,12 @@ func TestDoctorSaysHostFactsOnce(t *testing.T) {
 		t.Errorf("no host section after the table:\n%s", rest)
 	}
 }
+
+// TestMisspeltVariableIsAnError: an EXECBOX_ variable that names no key
+// stops the command, as an unknown key in the file does.
+func TestMisspeltVariableIsAnError(t *testing.T) {
+	r := execbox(t, []string{"EXECBOX_LIMITS_MEMROY=1g"}, "", "run", "--backend", "native", "true")
+	if r.code != 125 || !strings.Contains(r.stderr, "EXECBOX_LIMITS_MEMROY") || !strings.Contains(r.stderr, "did you mean EXECBOX_LIMITS_MEMORY?") {
+		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
+	}
+}

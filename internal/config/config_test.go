@@ -239,7 +239,7 @@ func TestBackendSections(t *testing.T) {
 
 func TestPrint(t *testing.T) {
 	path := writeFile(t, "limits:\n  memory: 512m\n")
-	c, p, err := Load(path, []string{"EXECBOX_DOCKER_HOST=tcp://h:2375", "EXECBOX_LIMIT_WALL=1s"}, map[string]string{"limits.cpus": "0.5"})
+	c, p, err := Load(path, []string{"EXECBOX_DOCKER_HOST=tcp://h:2375"}, map[string]string{"limits.cpus": "0.5"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,12 +249,11 @@ func TestPrint(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(text.String()), "\n")
-	if len(lines) != 3+len(table().fields) {
-		t.Errorf("text has %d lines, want 2 notes, a header and %d keys:\n%s", len(lines), len(table().fields), &text)
+	if len(lines) != 2+len(table().fields) {
+		t.Errorf("text has %d lines, want a note, a header and %d keys:\n%s", len(lines), len(table().fields), &text)
 	}
 	for _, want := range [][]string{
 		{"# config file: " + path + " (from --config)"},
-		{"# ignored: EXECBOX_LIMIT_WALL"},
 		{"KEY", "VALUE", "SOURCE"},
 		{"limits.memory", "512m", "file " + path + ":2"},
 		{"limits.cpus", "0.5", "flag"},
@@ -280,12 +279,11 @@ func TestPrint(t *testing.T) {
 			Value  json.RawMessage `json:"value"`
 			Source Source          `json:"source"`
 		} `json:"keys"`
-		IgnoredEnv []string `json:"ignored_env"`
 	}
 	if err := json.Unmarshal(js.Bytes(), &out); err != nil {
 		t.Fatalf("JSON print is not valid JSON: %v\n%s", err, &js)
 	}
-	if out.File != path || out.FileFrom != "--config" || len(out.Keys) != len(table().fields) || len(out.IgnoredEnv) != 1 {
+	if out.File != path || out.FileFrom != "--config" || len(out.Keys) != len(table().fields) {
 		t.Errorf("JSON = %+v", out)
 	}
 	got := map[string]string{}

@@ -14,7 +14,8 @@
 //     max_limits.wall) is an error naming its replacement, in the
 //     environment too; a value that does not parse is an error naming
 //     the key and the file line, variable or flag. An EXECBOX_* variable that
-//     names no key is ignored and never matched to a nearby key.
+//     names no key (and is none of the few non-key ones) is an error too,
+//     never matched to a nearby key.
 //   - One syntax everywhere: Set, the environment and flags parse the same
 //     text (durations as ParseDuration, sizes as ParseSize, lists
 //     comma-separated); the file adds YAML lists.

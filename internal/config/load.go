@@ -26,6 +26,9 @@ var nonKeyEnv = map[string]bool{
 	"EXECBOX_CONFIG":  true, // the config file
 	"EXECBOX_TOKEN":   true, // API token; never read or printed here
 	"EXECBOX_REQUIRE": true, // tests: prerequisites that must be present
+	// The scripts' own knobs (scripts/, deploy/), which may be exported.
+	"EXECBOX_DOCKERD_RUN": true, "EXECBOX_DOCKERD_DATA": true,
+	"EXECBOX_RUNSC_CACHE": true, "EXECBOX_RUNSC_VERSION": true, "EXECBOX_TEST_BINARY": true,
 }
 
 // Load builds the effective configuration from its layers, each overriding
@@ -34,7 +37,9 @@ var nonKeyEnv = map[string]bool{
 // The file is path when it is non-empty, else $EXECBOX_CONFIG; a named file
 // that does not exist is ErrNotFound, and with no name the file layer is
 // empty. env is in os.Environ form; its EXECBOX_* variables that name keys
-// are applied, others ignored (and listed in Provenance.IgnoredEnv). flags
+// are applied; any other EXECBOX_* variable but the few execbox knows
+// (EXECBOX_CONFIG, EXECBOX_TOKEN, …) is an error, as an unknown key in the
+// file is: a misspelt variable must not pass for a setting. flags
 // map key paths ("limits.memory") to raw values in the syntax of Set.
 // The result is validated; any error is an *sandbox.Error naming the file
 // and line, the variable or the flag.
@@ -107,12 +112,12 @@ func applyEnv(c *Config, p *Provenance, env []string) error {
 					return moved(key, "env "+name)
 				}
 			}
-			// Ignored, never matched to the nearest key: a typo must not
-			// quietly configure something else.
-			if !nonKeyEnv[name] {
-				p.IgnoredEnv = append(p.IgnoredEnv, name)
+			if nonKeyEnv[name] {
+				continue
 			}
-			continue
+			// An error, never matched to the nearest key: a typo must
+			// not quietly configure something else.
+			return sandbox.Errorf(sandbox.ErrInvalid, "config_unknown_key", "env %s: no configuration key has this variable%s", name, suggestEnv(name))
 		}
 		if err := f.set(c, vars[name], nil); err != nil {
 			return sandbox.Errorf(sandbox.ErrInvalid, "config_invalid", "env %s (%s): %w", name, f.key, err)
@@ -270,4 +275,16 @@ func describe(n *yaml.Node) string {
 		}
 		return fmt.Sprintf("%q", n.Value)
 	}
+}
+
+// suggestEnv names the variable of the key closest to a mistyped one, as
+// a message suffix.
+func suggestEnv(name string) string {
+	key := strings.ToLower(strings.ReplaceAll(strings.TrimPrefix(name, envPrefix), "_", "."))
+	hint := suggest(key)
+	if hint == "" {
+		return ""
+	}
+	k := strings.TrimSuffix(strings.TrimPrefix(hint, ` (did you mean "`), `"?)`)
+	return fmt.Sprintf(" (did you mean %s?)", envOf(k))
 }

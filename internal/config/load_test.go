@@ -296,8 +296,6 @@ func TestEnv(t *testing.T) {
 		"EXECBOX_ALLOW_UNISOLATED=true",
 		"EXECBOX_LIMITS_MEMORY=1g",
 		"EXECBOX_LIMITS_MEMORY=512m", // the last one wins
-		"EXECBOX_LIMIT_PIDS=1",       // a near miss: ignored, not matched
-		"EXECBOX_limits_pids=2",      // wrong case: ignored
 		"EXECBOX_TOKEN=secret",       // known, not a key
 		"EXECBOX_REQUIRE=native",     // known, not a key
 		"execbox_backend=off",        // no prefix
@@ -313,8 +311,17 @@ func TestEnv(t *testing.T) {
 		c.Limit.Pids != 64 || c.Backend != "auto" {
 		t.Errorf("config = %+v", c)
 	}
-	if want := []string{"EXECBOX_LIMIT_PIDS", "EXECBOX_limits_pids"}; !reflect.DeepEqual(p.IgnoredEnv, want) {
-		t.Errorf("ignored = %q, want %q", p.IgnoredEnv, want)
+	// A variable that names no key is an error naming it, never matched
+	// to the nearest key.
+	for _, bad := range []string{"EXECBOX_LIMIT_PIDS=1", "EXECBOX_limits_pids=2", "EXECBOX_LIMITS_MEMROY=1g"} {
+		_, _, err := Load("", append(env, bad), nil)
+		name, _, _ := strings.Cut(bad, "=")
+		if !errors.Is(err, sandbox.ErrInvalid) || sandbox.CodeOf(err) != "config_unknown_key" || !strings.Contains(err.Error(), name) {
+			t.Errorf("%s: %v, want config_unknown_key naming it", bad, err)
+		}
+	}
+	if _, _, err := Load("", []string{"EXECBOX_LIMITS_MEMROY=1g"}, nil); !strings.Contains(fmt.Sprint(err), "did you mean EXECBOX_LIMITS_MEMORY?") {
+		t.Errorf("no suggestion: %v", err)
 	}
 	if s := p.Source("env_allowlist"); s.Origin != FromEnv {
 		t.Errorf("an empty variable still sets its key: source = %v", s)

@@ -48,9 +48,6 @@ type Provenance struct {
 	File string
 	// FileFrom says how File was named: "--config" or "EXECBOX_CONFIG".
 	FileFrom string
-	// IgnoredEnv lists EXECBOX_* variables that are no key and not one of
-	// the known non-key variables; they were ignored.
-	IgnoredEnv []string
 
 	sources map[string]Source
 }
@@ -110,18 +107,13 @@ func Print(w io.Writer, c *Config, p *Provenance, asJSON bool) error {
 	}
 	entries := Entries(c, p)
 	if asJSON {
-		ignored := p.IgnoredEnv
-		if ignored == nil {
-			ignored = []string{}
-		}
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
 		return enc.Encode(struct {
-			File       string   `json:"file"`
-			FileFrom   string   `json:"file_from,omitempty"`
-			Keys       []Entry  `json:"keys"`
-			IgnoredEnv []string `json:"ignored_env"`
-		}{p.File, p.FileFrom, entries, ignored})
+			File     string  `json:"file"`
+			FileFrom string  `json:"file_from,omitempty"`
+			Keys     []Entry `json:"keys"`
+		}{p.File, p.FileFrom, entries})
 	}
 	switch {
 	case p.File == "":
@@ -130,9 +122,6 @@ func Print(w io.Writer, c *Config, p *Provenance, asJSON bool) error {
 		fmt.Fprintf(w, "# config file: %s (from %s)\n", p.File, p.FileFrom)
 	default:
 		fmt.Fprintf(w, "# config file: %s\n", p.File)
-	}
-	for _, name := range p.IgnoredEnv {
-		fmt.Fprintf(w, "# ignored: %s is not a configuration variable\n", name)
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "KEY\tVALUE\tSOURCE")
