@@ -157,6 +157,13 @@ func (e *Engine) pick(ctx context.Context, tier string, floor sandbox.Isolation,
 		}
 		return a.pref - b.pref
 	})
+	if len(cands) == 0 && !e.anyAtLeast(floor) {
+		// Nothing here could ever give that isolation: asking again will
+		// not help, so it is the request's problem, not a passing state.
+		return nil, Decision{}, errorf(sandbox.ErrInvalid, "isolation_unsupported",
+			"no backend of this execbox gives isolation %s or stronger (%s); the strongest here is %s",
+			floor, why, e.strongest())
+	}
 	chosen := -1
 	for i, c := range cands {
 		h, err := e.healthOf(ctx, c.name)
@@ -202,6 +209,30 @@ func (e *Engine) pick(ctx context.Context, tier string, floor sandbox.Isolation,
 		because += "; not used: " + strings.Join(refused, "; ")
 	}
 	return e.backends[c.name], Decision{Backend: c.name, Isolation: c.iso, Because: because}, nil
+}
+
+// anyAtLeast reports whether a registered backend — built or not, ready or
+// not — gives isolation floor or stronger.
+func (e *Engine) anyAtLeast(floor sandbox.Isolation) bool {
+	for _, name := range e.order {
+		b, ok := e.backends[name]
+		if !ok {
+			return true // failed to build: what it would give is unknown
+		}
+		if iso := b.Capabilities().Isolation; iso >= floor && iso != sandbox.IsolationNone {
+			return true
+		}
+	}
+	return false
+}
+
+// strongest names the strongest isolation any backend here gives.
+func (e *Engine) strongest() sandbox.Isolation {
+	var best sandbox.Isolation
+	for _, b := range e.backends {
+		best = max(best, b.Capabilities().Isolation)
+	}
+	return best
 }
 
 func (e *Engine) reason(name string) string {

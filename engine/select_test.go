@@ -265,3 +265,24 @@ func TestAutoProbesOnlyUntilTheFirstReady(t *testing.T) {
 		t.Error("t-vm, the strongest candidate, was not probed")
 	}
 }
+
+// TestIsolationNoBackendCanGive: asking for an isolation no backend here
+// gives is the request's problem (ErrInvalid, naming the strongest there
+// is), not a passing unavailability; one a backend gives but that is not
+// ready now is.
+func TestIsolationNoBackendCanGive(t *testing.T) {
+	world("t-proc1")
+	e, err := New(Options{Backends: []string{"t-proc1", "t-kernel"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Close)
+	_, err = selectName(t, e, sandbox.Selection{MinIsolation: "vm"})
+	if !errors.Is(err, sandbox.ErrInvalid) || sandbox.CodeOf(err) != "isolation_unsupported" || !strings.Contains(err.Error(), "strongest here is kernel") {
+		t.Fatalf("vm with no vm backend: %v", err)
+	}
+	_, err = selectName(t, e, sandbox.Selection{MinIsolation: "kernel"})
+	if !errors.Is(err, sandbox.ErrUnavailable) || sandbox.CodeOf(err) != "no_backend" {
+		t.Fatalf("kernel with the kernel backend not ready: %v", err)
+	}
+}

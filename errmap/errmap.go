@@ -159,6 +159,12 @@ func FunctionKind(code string) (k *sandbox.Kind, ok bool) {
 	return k, ok
 }
 
+// IsFunctionCode reports whether code is one of the function protocol's.
+func IsFunctionCode(code string) bool {
+	_, ok := functionKinds[code]
+	return ok
+}
+
 // FunctionCodes lists the function protocol's error codes, sorted.
 func FunctionCodes() []string {
 	return slices.Sorted(maps.Keys(functionKinds))

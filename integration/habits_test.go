@@ -162,3 +162,13 @@ func TestMisspeltVariableIsAnError(t *testing.T) {
 		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
 	}
 }
+
+// TestRemoteCodesAreTheServers: `fn --remote` without a token reports
+// the server's own code (unauthenticated), not a kind's (denied).
+func TestRemoteCodesAreTheServers(t *testing.T) {
+	s := startServer(t, append(localServe, "EXECBOX_TOKEN=remote-secret"))
+	r := execbox(t, nil, `{"code":"def main(): pass"}`, "fn", "--remote", s.url)
+	if !strings.Contains(r.stdout, `"code":"unauthenticated"`) {
+		t.Fatalf("exit %d, stdout %q", r.code, r.stdout)
+	}
+}

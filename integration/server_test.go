@@ -328,7 +328,7 @@ func TestServeErrorStatuses(t *testing.T) {
 	requirePython(t)
 	user := "user:" + auth.HashSecret("user-secret")
 	s := startServer(t, append(localServe, "EXECBOX_TOKEN=admin-secret", "EXECBOX_AUTH_TOKENS="+user,
-		"EXECBOX_SERVER_MAX_BODY=4k", "EXECBOX_SERVER_MAX_RUNS=1"))
+		"EXECBOX_SERVER_MAX_BODY=4k", "EXECBOX_SERVER_MAX_RUNS=1", "EXECBOX_GVISOR_RUNSC=/nonexistent/runsc"))
 	adm := []string{"Authorization", "Bearer admin-secret"}
 
 	// 429 first: one streaming run holds the only run slot until the test
@@ -381,7 +381,8 @@ func TestServeErrorStatuses(t *testing.T) {
 		{"413 function", "POST", "/v1/functions:execute", `{"code":"def main(): pass","params":{"p":"` + strings.Repeat("x", function.MaxInput) + `"}}`, adm, want{413, function.CodeInputTooLarge, ""}},
 		{"415", "POST", "/v1/runs", `{"command":["true"]}`, append([]string{"Content-Type", "text/plain"}, adm...), want{415, "unsupported_media_type", ""}},
 		{"500", "POST", "/v1/functions:execute", `{"code":"import os\ndef main():\n    os._exit(3)\n"}`, adm, want{500, function.CodeSandboxFailed, ""}},
-		{"503", "POST", "/v1/runs", `{"command":["true"],"tier":"strict","min_isolation":"vm"}`, adm, want{503, "no_backend", ""}},
+		{"400 isolation", "POST", "/v1/runs", `{"command":["true"],"tier":"strict","min_isolation":"vm"}`, adm, want{400, "isolation_unsupported", ""}},
+		{"503", "POST", "/v1/runs", `{"command":["true"],"backend":"gvisor"}`, adm, want{503, "backend_unavailable", "Retry-After"}},
 	} {
 		st, h, body := s.raw(tc.method, tc.path, tc.body, tc.header...)
 		check(tc.name, tc.want, st, h, body)

@@ -13,6 +13,7 @@ import (
 
 	v1 "github.com/execbox/execbox/api/v1"
 	"github.com/execbox/execbox/client"
+	"github.com/execbox/execbox/errmap"
 	"github.com/execbox/execbox/function"
 	"github.com/execbox/execbox/internal/config"
 	"github.com/execbox/execbox/internal/server"
@@ -115,8 +116,12 @@ func callFunctionAt(ctx context.Context, g *globals, remote string, req *functio
 	resp, err := c.Execute(ctx, server.FunctionRequestToWire(req))
 	var p *v1.Problem
 	switch {
-	case errors.As(err, &p):
+	case errors.As(err, &p) && errmap.IsFunctionCode(p.Code):
 		return function.ErrorResponse(p), nil
+	case errors.As(err, &p):
+		// The server's own code (unauthenticated, forbidden, …), as it
+		// said it: one code for one failure, whichever way it is read.
+		return &function.Response{Code: p.Code, Error: p.Error()}, nil
 	case err != nil && ctx.Err() != nil:
 		return &function.Response{Code: function.CodeInterrupted, Error: "execution was interrupted"}, nil
 	case err != nil:
