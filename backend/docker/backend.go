@@ -39,6 +39,8 @@ type Backend struct {
 	pool       map[string]*ctr // idle reused containers, by pool key
 	reconciled bool
 	removing   sync.WaitGroup // idle reaps in flight
+
+	trace tracer // set by the benchmarks
 }
 
 // New returns the docker backend for settings s. It does not contact the

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -36,9 +37,16 @@ import (
 // against `docker exec`, and raw-api is a bare Engine API exec of
 // /bin/true (the floor). ReusedRun is the whole reused-container run
 // (lease, exec, artifacts, wipe), for reference.
+//
+// api and api-created-ahead also report the median of each step of the
+// run that the backend traces (every Engine API call: create, start,
+// exec-create, exec-start, exec-stream, exec-inspect, stat-…, remove) as
+// <step>-p50-ms, so that the time of a run can be laid out call by call.
 func BenchmarkOneShot(b *testing.B) {
 	b.Run("api", func(b *testing.B) {
 		db := newBackend(b, Config{})
+		bd := traceSteps(b, db)
+		defer bd.report()
 		measure(b, func() error {
 			res, err := sandbox.Run(context.Background(), db, sandbox.Spec{}, &sandbox.Process{Args: []string{"/bin/true"}})
 			return check(res, err)
@@ -48,6 +56,8 @@ func BenchmarkOneShot(b *testing.B) {
 		// What an engine warm pool gets: Create (the container start) done
 		// before the request; timed are Exec, Artifacts and Close.
 		db := newBackend(b, Config{})
+		bd := traceSteps(b, db)
+		defer bd.report()
 		var sb sandbox.Sandbox
 		measureWith(b, func() error {
 			var err error
@@ -250,4 +260,30 @@ func check(res *sandbox.Result, err error) error {
 		return fmt.Errorf("not a success: %s", describe(res))
 	}
 	return nil
+}
+
+// steps collects how long each traced step of the backend took.
+type steps struct {
+	b  *testing.B
+	mu sync.Mutex
+	d  map[string][]time.Duration
+}
+
+func traceSteps(b *testing.B, db *Backend) *steps {
+	s := &steps{b: b, d: map[string][]time.Duration{}}
+	db.trace = func(step string, d time.Duration) {
+		s.mu.Lock()
+		s.d[step] = append(s.d[step], d)
+		s.mu.Unlock()
+	}
+	return s
+}
+
+// report reports each step's median as <step>-p50-ms.
+func (s *steps) report() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k, ds := range s.d {
+		testutil.ReportP50(s.b, k+"-", ds)
+	}
 }

@@ -199,7 +199,9 @@ func (b *Backend) startContainer(ctx context.Context, spec sandbox.Spec, run, sc
 	c := &ctr{name: "execbox-" + run, reused: scope != ""}
 	cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
+	done := b.timed("create")
 	cr, err := b.cli.ContainerCreate(cctx, client.ContainerCreateOptions{Name: c.name, Config: cfg, HostConfig: hc})
+	done()
 	if err != nil {
 		if cerrdefs.IsNotFound(err) {
 			return nil, b.imageMissing(spec.Image)
@@ -215,13 +217,19 @@ func (b *Backend) startContainer(ctx context.Context, spec sandbox.Spec, run, sc
 		b.remove(context.WithoutCancel(ctx), c)
 		return nil, sandbox.Errorf(sandbox.ErrUnavailable, "backend_closed", "the docker backend is closed")
 	}
-	if _, err := b.cli.ContainerStart(cctx, c.id, client.ContainerStartOptions{}); err != nil {
+	done = b.timed("start")
+	_, err = b.cli.ContainerStart(cctx, c.id, client.ContainerStartOptions{})
+	done()
+	if err != nil {
 		b.remove(context.WithoutCancel(ctx), c)
 		return nil, b.wrap(err, fmt.Sprintf("starting container %s from image %s (execbox images need /bin/sh, sleep and /usr/bin/env)", c.name, spec.Image))
 	}
 	c.started = time.Now()
 	c.emptyWork = -1
-	if st, err := b.cli.ContainerStatPath(cctx, c.id, client.ContainerStatPathOptions{Path: workDir}); err == nil {
+	done = b.timed("stat-work")
+	st, err := b.cli.ContainerStatPath(cctx, c.id, client.ContainerStatPathOptions{Path: workDir})
+	done()
+	if err == nil {
 		c.emptyWork = st.Stat.Size
 	}
 	return c, nil
@@ -233,7 +241,9 @@ func (b *Backend) remove(ctx context.Context, c *ctr) error {
 	c.kill("removed")
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 60*time.Second)
 	defer cancel()
+	done := b.timed("remove")
 	_, err := b.cli.ContainerRemove(ctx, c.id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+	done()
 	if err != nil && !cerrdefs.IsNotFound(err) {
 		return b.wrap(err, "removing container "+c.name)
 	}

@@ -82,18 +82,23 @@ type execSpec struct {
 func (b *Backend) runExec(ctx context.Context, c *ctr, e execSpec) (*execEnd, error) {
 	octx, cancel := context.WithTimeout(ctx, opTimeout)
 	defer cancel()
+	done := b.timed("exec-create")
 	ex, err := b.cli.ExecCreate(octx, c.id, client.ExecCreateOptions{
 		Cmd: e.cmd, User: sandboxUser, WorkingDir: workDir,
 		AttachStdin: true, AttachStdout: true, AttachStderr: true,
 	})
+	done()
 	if err != nil {
 		return nil, b.execFailed(c, err, "creating an exec in")
 	}
+	done = b.timed("exec-start")
 	hj, err := b.cli.ExecAttach(octx, ex.ID, client.ExecAttachOptions{})
+	done()
 	if err != nil {
 		return nil, b.execFailed(c, err, "starting an exec in")
 	}
 	start := time.Now()
+	streamDone := b.timed("exec-stream")
 	end := &execEnd{execID: ex.ID}
 	if e.stdin == nil {
 		hj.CloseWrite()
@@ -131,6 +136,8 @@ func (b *Backend) runExec(ctx context.Context, c *ctr, e execSpec) (*execEnd, er
 	end.wall = time.Since(start)
 	hj.Close()
 	<-copied
+	streamDone()
+	defer b.timed("exec-inspect")()
 
 	// The stream ends when the exec's process exits (the engine closes it at
 	// most 2 s later even if an orphan still holds it); the exit code may

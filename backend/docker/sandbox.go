@@ -128,7 +128,9 @@ func (s *Sandbox) Artifacts(ctx context.Context) (sandbox.Artifacts, error) {
 		// Nothing was there before: a stat (under a millisecond) instead
 		// of an archive (tens) says whether anything is there now.
 		ctx, cancel := context.WithTimeout(ctx, opTimeout)
+		done := s.b.timed("stat-artifacts")
 		st, err := s.b.cli.ContainerStatPath(ctx, s.c.id, client.ContainerStatPathOptions{Path: workDir})
+		done()
 		cancel()
 		if err == nil && st.Stat.Size == s.c.emptyWork && st.Stat.Mode.IsDir() {
 			return sandbox.Artifacts{}, nil
