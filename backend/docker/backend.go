@@ -7,6 +7,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -37,10 +38,18 @@ type Backend struct {
 	closed     bool
 	live       map[string]*ctr // every container made and not yet removed, by ID
 	pool       map[string]*ctr // idle reused containers, by pool key
+	warm       warmPool        // containers started ahead for one-shot sandboxes
 	reconciled bool
-	removing   sync.WaitGroup // idle reaps in flight
+	pending    int           // background removals in flight (see track)
+	drained    *sync.Cond    // on mu: pending went to 0
+	removals   chan struct{} // bounds the removals waited for at once
+	removeErrs []error       // removals that failed, for Close
 
-	trace tracer // set by the benchmarks
+	// emptyWork is the size the engine reports for an empty /work, or
+	// unknownSize.
+	emptyWork atomic.Int64
+
+	trace atomic.Pointer[tracer] // set by the benchmarks
 }
 
 // New returns the docker backend for settings s. It does not contact the
@@ -64,10 +73,15 @@ func NewWithConfig(cfg Config, s sandbox.Settings) (*Backend, error) {
 	if inst == "" {
 		inst = "pid-" + strconv.Itoa(os.Getpid())
 	}
-	return &Backend{
+	b := &Backend{
 		cfg: cfg, cli: cli, host: host, instance: inst, me: self(), defaults: d,
 		iso: isolation(cfg.Runtime), live: map[string]*ctr{}, pool: map[string]*ctr{},
-	}, nil
+		removals: make(chan struct{}, maxRemovals),
+	}
+	b.drained = sync.NewCond(&b.mu)
+	b.emptyWork.Store(unknownSize)
+	b.warm.init(b)
+	return b, nil
 }
 
 func (b *Backend) Name() string { return Name }
@@ -78,7 +92,7 @@ var enforcement = map[string]string{
 	"output":    "execbox capture (stdout and stderr demultiplexed)",
 	"memory":    "cgroup memory limit, swap equal to it (docker --memory, --memory-swap)",
 	"cpus":      "cgroup CPU quota (docker --cpus)",
-	"pids":      "cgroup pids limit (docker --pids-limit; plus 3 for execbox's own shell processes)",
+	"pids":      "cgroup pids limit (docker --pids-limit: limits.pids plus the 3 processes execbox keeps in the container while a program runs, so the program's own tasks are limits.pids at most)",
 	"nofile":    "rlimit RLIMIT_NOFILE (docker --ulimit nofile)",
 	"file_size": "rlimit RLIMIT_FSIZE (docker --ulimit fsize)",
 	"cpu_time":  "rlimit RLIMIT_CPU (docker --ulimit cpu)",
@@ -177,12 +191,21 @@ func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbo
 		return nil, sandbox.Errorf(sandbox.ErrUnavailable, "backend_closed", "the docker backend is closed")
 	}
 	b.reconcileOnce(ctx)
-	s := &Sandbox{b: b, id: sandbox.NewID(), spec: spec}
+	s := &Sandbox{b: b, spec: spec}
 	var err error
-	if b.cfg.ReuseContainer && spec.Scope != "" {
+	switch {
+	case b.cfg.ReuseContainer && spec.Scope != "":
+		s.id = sandbox.NewID()
 		s.c, err = b.lease(ctx, spec)
-	} else {
-		s.c, err = b.startContainer(ctx, spec, s.id, "")
+	default:
+		// A container started ahead, never used, or a new one; either way
+		// the sandbox's own, and its ID is the container's run label.
+		if s.c = b.warm.take(spec); s.c == nil {
+			s.c, err = b.startContainer(ctx, spec, sandbox.NewID(), "")
+		}
+		if s.c != nil {
+			s.id = s.c.run
+		}
 	}
 	if err != nil {
 		return nil, err
@@ -191,26 +214,72 @@ func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbo
 	return s, nil
 }
 
-// Close removes every container this backend made: idle reused ones and
-// those of sandboxes still open (their next operation fails). It is the
-// optional lifecycle method the engine calls when execbox stops.
+// Close removes every container this backend made — idle reused ones,
+// those started ahead, and those of sandboxes still open (their next
+// operation fails) — and returns once the engine removed them all. It is
+// the optional lifecycle method the engine calls when execbox stops.
 func (b *Backend) Close() error {
 	b.mu.Lock()
 	b.closed = true
+	b.pool = map[string]*ctr{}
+	b.mu.Unlock()
+	b.warm.close()
+	b.mu.Lock()
 	var all []*ctr
 	for _, c := range b.live {
 		all = append(all, c)
 	}
-	b.pool = map[string]*ctr{}
 	b.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	var errs []error
-	for _, c := range all {
+	errs := make([]error, len(all))
+	var wg sync.WaitGroup
+	for i, c := range all {
 		c.stopIdle()
-		errs = append(errs, b.remove(ctx, c))
+		wg.Go(func() { errs[i] = b.retire(ctx, c) })
 	}
-	b.removing.Wait()
+	wg.Wait()
+	b.settle()
+	b.mu.Lock()
+	errs = append(errs, b.removeErrs...)
+	b.removeErrs = nil
+	b.mu.Unlock()
 	b.cli.Close()
 	return errors.Join(errs...)
+}
+
+// maxRemovals bounds the removals waited for at once.
+const maxRemovals = 8
+
+// track counts one background removal until the returned func is called;
+// Close waits for them all.
+func (b *Backend) track() (done func()) {
+	b.mu.Lock()
+	b.pending++
+	b.mu.Unlock()
+	return sync.OnceFunc(func() {
+		b.mu.Lock()
+		if b.pending--; b.pending == 0 {
+			b.drained.Broadcast()
+		}
+		b.mu.Unlock()
+	})
+}
+
+// settle waits until the background removals are done.
+func (b *Backend) settle() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for b.pending > 0 {
+		b.drained.Wait()
+	}
+}
+
+// retireAsync retires c in the background.
+func (b *Backend) retireAsync(c *ctr) {
+	done := b.track()
+	go func() {
+		defer done()
+		b.retire(context.Background(), c)
+	}()
 }

@@ -3,9 +3,11 @@ package docker
 import (
 	"context"
 	"crypto/sha256"
+	"io"
 	"os"
 	"path"
 	"sync"
+	"time"
 
 	"github.com/moby/moby/client"
 
@@ -38,7 +40,9 @@ type fileSummary struct {
 
 func (s *Sandbox) ID() string { return s.id }
 
-// Exec runs p in the container through the wrapper (see wrapper).
+// Exec runs p in the container under the wrapper (see wrapper): through
+// the keeper, or, when p.Stdin is a stream whose length is not known (or
+// is too long to pass through /tmp), through an exec.
 func (s *Sandbox) Exec(ctx context.Context, p *sandbox.Process) (*sandbox.Result, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
@@ -53,18 +57,27 @@ func (s *Sandbox) Exec(ctx context.Context, p *sandbox.Process) (*sandbox.Result
 		return nil, sandbox.Errorf(sandbox.ErrInternal, "container_gone", "sandbox %s: its container %s was %s", s.id, s.c.name, why)
 	}
 	l := s.spec.Limits
-	wall := p.WallLimit(l)
 	fixed := map[string]string{"HOME": workDir, "TMPDIR": tmpDir, "PATH": sandboxPATH}
-	env := sandbox.BuildEnv(os.Environ(), s.spec.Policy, fixed, s.spec.Env, p.Env)
-	tok := token()
-	dir := workDir
-	if p.Dir != "" {
-		dir = path.Join(workDir, p.Dir)
+	e := execSpec{
+		env:  sandbox.BuildEnv(os.Environ(), s.spec.Policy, fixed, s.spec.Env, p.Env),
+		dir:  workDir,
+		args: p.Args,
+		wall: p.WallLimit(l),
 	}
-	cmd := append([]string{"/usr/bin/env", "-i", "--"}, env...)
-	cmd = append(cmd, "/bin/sh", "-c", wrapper, "execbox", tok, dir)
-	cmd = append(cmd, p.Args...)
-
+	if p.Dir != "" {
+		e.dir = path.Join(workDir, p.Dir)
+	}
+	if p.Stdin != nil {
+		if n, ok := p.Stdin.(interface{ Len() int }); ok && int64(n.Len()) <= s.maxInline() {
+			data, err := io.ReadAll(p.Stdin)
+			if err != nil {
+				return nil, sandbox.Errorf(sandbox.ErrInvalid, "stdin_failed", "reading the process's stdin: %w", err)
+			}
+			e.stdin = data
+		} else {
+			e.stream, e.streamed = p.Stdin, true
+		}
+	}
 	overflow := make(chan struct{})
 	var once sync.Once
 	onOverflow := func() {
@@ -74,24 +87,30 @@ func (s *Sandbox) Exec(ctx context.Context, p *sandbox.Process) (*sandbox.Result
 	}
 	stdout := sandbox.NewCapture(l.Output, p.Stdout, onOverflow)
 	stderr := sandbox.NewCapture(l.Output, p.Stderr, onOverflow)
+	e.stdout, e.stderr, e.overflow = stdout, stderr, overflow
 	if ctx.Err() != nil {
 		return s.canceled(), nil
 	}
 	s.fresh = false // from here on the program may plant symlinks
-	end, err := s.b.runExec(ctx, s.c, execSpec{cmd: cmd, stdin: p.Stdin, stdout: stdout, stderr: stderr, wall: wall, overflow: overflow})
+	started := time.Now()
+	end, err := s.b.run(ctx, s.c, e)
 	if err != nil {
 		if ctx.Err() != nil {
 			return s.canceled(), nil
 		}
 		return nil, err
 	}
-	if msg, ok := notFound(end, tok, stdout, stderr); ok {
-		if msg == "no such directory" {
-			return nil, sandbox.Errorf(sandbox.ErrInvalid, "dir_not_found", "process dir %q does not exist in the work dir", p.Dir)
-		}
-		return nil, sandbox.Errorf(sandbox.ErrInvalid, "program_not_found", "program %q not found in the sandbox's PATH (image %s)", p.Args[0], s.spec.Image)
+	if end.have && end.tr.err != "" {
+		return s.notStarted(end, p, stdout, stderr)
 	}
-	return s.resultOf(ctx, end, stdout, stderr), nil
+	return s.resultOf(ctx, end, started, stdout, stderr), nil
+}
+
+// maxInline is the longest stdin passed through the keeper (it goes
+// through a file in /tmp, which the program's tmp_size pays for while the
+// program runs); a longer one, or a stream, goes through an exec.
+func (s *Sandbox) maxInline() int64 {
+	return min(sandbox.MiB, s.spec.Limits.TmpSize/4)
 }
 
 func (s *Sandbox) canceled() *sandbox.Result {
@@ -124,7 +143,7 @@ func (s *Sandbox) Artifacts(ctx context.Context) (sandbox.Artifacts, error) {
 	if why := s.c.deadReason(); why != "" {
 		return sandbox.Artifacts{}, sandbox.Errorf(sandbox.ErrInternal, "container_gone", "sandbox %s: its container %s was %s", s.id, s.c.name, why)
 	}
-	if len(s.base) == 0 && s.c.emptyWork >= 0 {
+	if empty := s.b.emptyWork.Load(); len(s.base) == 0 && empty != unknownSize {
 		// Nothing was there before: a stat (under a millisecond) instead
 		// of an archive (tens) says whether anything is there now.
 		ctx, cancel := context.WithTimeout(ctx, opTimeout)
@@ -132,15 +151,16 @@ func (s *Sandbox) Artifacts(ctx context.Context) (sandbox.Artifacts, error) {
 		st, err := s.b.cli.ContainerStatPath(ctx, s.c.id, client.ContainerStatPathOptions{Path: workDir})
 		done()
 		cancel()
-		if err == nil && st.Stat.Size == s.c.emptyWork && st.Stat.Mode.IsDir() {
+		if err == nil && st.Stat.Size == empty && st.Stat.Mode.IsDir() {
 			return sandbox.Artifacts{}, nil
 		}
 	}
 	return s.collect(ctx, s.spec.Limits.ArtifactFiles, s.spec.Limits.ArtifactBytes)
 }
 
-// Close ends a running Exec and removes the container with its volume, or
-// wipes a reused container and gives it back to its scope's pool.
+// Close ends a running Exec and retires the container (nothing of it runs
+// when Close returns; the engine removes it with its volume), or wipes a
+// reused container and gives it back to its scope's pool.
 func (s *Sandbox) Close(ctx context.Context) error {
 	if !s.life.Close() {
 		return nil
@@ -148,7 +168,7 @@ func (s *Sandbox) Close(ctx context.Context) error {
 	if s.c.reused {
 		return s.b.release(ctx, s.c)
 	}
-	return s.b.remove(ctx, s.c)
+	return s.b.retire(ctx, s.c)
 }
 
 // Interface guards.

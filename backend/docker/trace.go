@@ -9,9 +9,10 @@ type tracer func(step string, d time.Duration)
 
 // timed starts timing step; the returned func records it.
 func (b *Backend) timed(step string) func() {
-	if b.trace == nil {
+	t := b.trace.Load()
+	if t == nil {
 		return func() {}
 	}
 	start := time.Now()
-	return func() { b.trace(step, time.Since(start)) }
+	return func() { (*t)(step, time.Since(start)) }
 }
