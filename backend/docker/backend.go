@@ -168,6 +168,7 @@ func (b *Backend) Health(ctx context.Context) sandbox.Health {
 // Create makes the sandbox's container and starts it (or leases an idle
 // reused one for spec.Scope), so that Exec only has to exec.
 func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
+	defer b.timed("Create")()
 	if err := spec.Validate(); err != nil {
 		return nil, err
 	}

@@ -52,10 +52,13 @@ import (
 //	http-pool  the same on an engine with the backend of lib-pool
 //
 // The backends behind lib, lib-pool, engine, http and http-pool report the
-// median of each step they trace (every Engine API call: create, attach,
-// start, run, stop, stat-artifacts, …) as <variant>/<step>-p50-ms, so that
-// a run is laid out call by call, and what an engine or an HTTP round trip
-// adds is the difference of the totals.
+// median of each step they trace (see tracer: the contract's methods, and
+// within them every Engine API call and phase: create, attach, start, run,
+// stop, stat-artifacts, …; a pool's refills and the background removals
+// are traced too) as <variant>/<step>-p50-ms, so that a run is laid out
+// call by call; <variant>/outside-p50-ms (and -p90-ms) is, per request,
+// the time outside the backend's methods: sandbox.Run, the engine
+// (selection, health, policy), the server and the HTTP round trip.
 //
 // Exec: one run of /bin/true in a running reused container (what a run
 // costs once a container is there) against `docker exec`; raw-api is a
@@ -73,6 +76,10 @@ func BenchmarkOneShot(b *testing.B) {
 	traces := map[string]*steps{
 		"lib": traceSteps(b, cold), "lib-pool": traceSteps(b, warm), "engine": traceSteps(b, eng.db),
 		"http": traceSteps(b, hcold.db), "http-pool": traceSteps(b, hwarm.db),
+	}
+	outs := map[string]*outside{}
+	for name, st := range traces {
+		outs[name] = &outside{s: st}
 	}
 	args := cliRunArgs(b, cold)
 	n := 0
@@ -94,17 +101,18 @@ func BenchmarkOneShot(b *testing.B) {
 			return nil
 		}},
 		{Name: "raw-api", Run: func() error { return rawRun(cold) }},
-		{Name: "lib", Run: oneShot(cold)},
-		{Name: "lib-pool", Run: oneShot(warm)},
-		{Name: "engine", Run: func() error {
+		{Name: "lib", Run: outs["lib"].wrap(oneShot(cold))},
+		{Name: "lib-pool", Run: outs["lib-pool"].wrap(oneShot(warm))},
+		{Name: "engine", Run: outs["engine"].wrap(func() error {
 			res, err := eng.e.Run(context.Background(), sandbox.Selection{}, sandbox.Spec{}, &sandbox.Process{Args: []string{"/bin/true"}})
 			return check(res, err)
-		}},
-		{Name: "http", Run: hcold.run},
-		{Name: "http-pool", Run: hwarm.run},
+		})},
+		{Name: "http", Run: outs["http"].wrap(hcold.run)},
+		{Name: "http-pool", Run: outs["http-pool"].wrap(hwarm.run)},
 	})
 	for _, name := range []string{"lib", "lib-pool", "engine", "http", "http-pool"} {
 		traces[name].report(name + "/")
+		outs[name].report(b, name)
 	}
 }
 
@@ -304,29 +312,84 @@ func check(res *sandbox.Result, err error) error {
 	return nil
 }
 
-// steps collects how long each traced step of a backend took.
+// steps collects how long each traced step of a backend took, in order.
 type steps struct {
-	b  *testing.B
-	mu sync.Mutex
-	d  map[string][]time.Duration
+	b   *testing.B
+	mu  sync.Mutex
+	log []step
+}
+
+type step struct {
+	name string
+	d    time.Duration
 }
 
 func traceSteps(b *testing.B, db *Backend) *steps {
-	s := &steps{b: b, d: map[string][]time.Duration{}}
-	t := tracer(func(step string, d time.Duration) {
+	s := &steps{b: b}
+	t := tracer(func(name string, d time.Duration) {
 		s.mu.Lock()
-		s.d[step] = append(s.d[step], d)
+		s.log = append(s.log, step{name, d})
 		s.mu.Unlock()
 	})
 	db.trace.Store(&t)
 	return s
 }
 
+// mark is where the log is now.
+func (s *steps) mark() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.log)
+}
+
+// inside is the time spent in the contract's methods (Create, WriteFiles,
+// Exec, Artifacts, Close) since mark: what the backend itself took of a
+// request.
+func (s *steps) inside(mark int) time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var d time.Duration
+	for _, st := range s.log[mark:] {
+		switch st.name {
+		case "Create", "WriteFiles", "Exec", "Artifacts", "Close":
+			d += st.d
+		}
+	}
+	return d
+}
+
 // report reports each step's median as <prefix><step>-p50-ms.
 func (s *steps) report(prefix string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for k, ds := range s.d {
+	by := map[string][]time.Duration{}
+	for _, st := range s.log {
+		by[st.name] = append(by[st.name], st.d)
+	}
+	for k, ds := range by {
 		testutil.ReportP50(s.b, prefix+k+"-", ds)
 	}
+}
+
+// outside wraps a variant's run so that it also records, per call, the
+// time spent outside the backend's contract methods (in sandbox.Run, the
+// engine, the server and HTTP), reported by report as
+// <name>/outside-p50-ms.
+type outside struct {
+	s  *steps
+	ds []time.Duration
+}
+
+func (o *outside) wrap(run func() error) func() error {
+	return func() error {
+		m := o.s.mark()
+		start := time.Now()
+		err := run()
+		o.ds = append(o.ds, time.Since(start)-o.s.inside(m))
+		return err
+	}
+}
+
+func (o *outside) report(b *testing.B, name string) {
+	testutil.ReportP50P90(b, name+"/outside-", o.ds)
 }

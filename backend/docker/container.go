@@ -336,7 +336,9 @@ func (b *Backend) awaitRemoval(c *ctr) error {
 			b.forget(c)
 			return nil
 		}
+	case <-ctx.Done():
 	}
+	b.timed("removal-fallback")()
 	return b.removeNow(context.Background(), c)
 }
 

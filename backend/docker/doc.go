@@ -20,8 +20,9 @@
 // Close.
 //
 // Create takes a container started ahead when docker.pool_size > 0 (one
-// that has run nothing but its keeper, per limits profile; a replacement
-// is started in the background), else creates, attaches and starts one.
+// that has run nothing but its keeper, per limits profile; when the
+// sandbox closes, after its result is out, a replacement is started in the
+// background), else creates, attaches and starts one.
 // Either way the container serves that one sandbox and is never reused.
 // With docker.reuse_container and a Spec.Scope, a scope's sandboxes lease
 // one long-lived container instead, wiped in between (every process but

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -412,5 +413,71 @@ func importImage(t *testing.T, host, ref string) {
 	}
 	if _, _, err := ImportOffline(context.Background(), host, r, ref, image.Options{}); err != nil {
 		t.Fatalf("importing %s into %s: %v", ref, host, err)
+	}
+}
+
+// TestPool: with docker.pool_size, Create takes a container started ahead
+// that has run nothing but its keeper, for one sandbox only; the pool is
+// refilled after the sandbox closes, keeps the most recently used profiles
+// only, and gives idle containers up after the idle timeout.
+func TestPool(t *testing.T) {
+	b := newBackend(t, Config{PoolSize: 2, IdleTimeout: 3 * time.Second})
+	ctx := context.Background()
+	waitSize := func(want int) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for b.warm.size() != want {
+			if time.Now().After(deadline) {
+				t.Fatalf("pool holds %d containers, want %d", b.warm.size(), want)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	first := create(t, b, sandbox.Spec{})
+	if err := first.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{first.(*Sandbox).c.id: true}
+	for i := range 3 {
+		waitSize(2)
+		sb := create(t, b, sandbox.Spec{})
+		c := sb.(*Sandbox).c
+		if seen[c.id] {
+			t.Fatalf("sandbox %d got container %s again", i, c.name)
+		}
+		seen[c.id] = true
+		if sb.ID() != c.run || c.name != "execbox-"+sb.ID() {
+			t.Errorf("sandbox %s in container %s (run %s)", sb.ID(), c.name, c.run)
+		}
+		if time.Since(c.started) < 10*time.Millisecond {
+			t.Errorf("container %s started %v ago: not one started ahead", c.name, time.Since(c.started))
+		}
+		// Fresh: nothing is in its dirs, no process but the keeper and
+		// this run's (the wrapper, its substitution and the program).
+		res := testutil.Exec(t, sb, "/bin/sh", "-c", `find /work /tmp /dev/shm -mindepth 1 | wc -l; n=0; for p in /proc/[0-9]*; do n=$((n+1)); done; echo $n; echo mark > /work/m; echo mark > /tmp/m`)
+		if !res.Succeeded() || res.Stdout != "0\n4\n" {
+			t.Errorf("sandbox %d does not start fresh: %s", i, describe(res))
+		}
+		if err := sb.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitSize(2)
+	// Five more profiles: the least recently used gives its containers up.
+	for i := range 5 {
+		sb := create(t, b, sandbox.Spec{Labels: map[string]string{"profile": strconv.Itoa(i)}})
+		sb.Close(ctx)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for b.warm.size() != 2*maxWarmProfiles && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := b.warm.size(); n != 2*maxWarmProfiles {
+		t.Errorf("pool holds %d containers for 6 profiles, want %d (the %d most recent)", n, 2*maxWarmProfiles, maxWarmProfiles)
+	}
+	// The idle timeout.
+	waitSize(0)
+	if left := execboxContainers(t, b, b.instance); len(left) > 0 {
+		t.Errorf("idle pooled containers not removed after the idle timeout: %v", left)
 	}
 }

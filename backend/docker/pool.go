@@ -114,7 +114,9 @@ func (w *warmPool) init(b *Backend) {
 	w.idle, w.filling = map[string][]*ctr{}, map[string]bool{}
 }
 
-// take returns a started container for spec, or nil, and refills.
+// take returns a started container for spec, or nil. The pool is
+// refilled when the sandbox closes (replenish): after its result is out,
+// not while its program runs.
 func (w *warmPool) take(spec sandbox.Spec) *ctr {
 	if w.b.cfg.PoolSize == 0 {
 		return nil
@@ -136,8 +138,21 @@ func (w *warmPool) take(spec sandbox.Spec) *ctr {
 			c = nil
 		}
 	}
-	w.refill(key, spec)
 	return c
+}
+
+// replenish starts containers for spec's profile in the background until
+// it has PoolSize idle ones; a one-shot sandbox calls it when it closes.
+func (w *warmPool) replenish(spec sandbox.Spec) {
+	if w.b.cfg.PoolSize == 0 {
+		return
+	}
+	key := poolKey(spec)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.closed && slices.Contains(w.order, key) {
+		w.refill(key, spec)
+	}
 }
 
 // touch makes key the most recently used profile, evicting the least

@@ -44,6 +44,7 @@ func (s *Sandbox) ID() string { return s.id }
 // the keeper, or, when p.Stdin is a stream whose length is not known (or
 // is too long to pass through /tmp), through an exec.
 func (s *Sandbox) Exec(ctx context.Context, p *sandbox.Process) (*sandbox.Result, error) {
+	defer s.b.timed("Exec")()
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
@@ -122,6 +123,7 @@ func (s *Sandbox) canceled() *sandbox.Result {
 // every path and (once a program has run) that no path passes through a
 // symlink or a non-directory the program made.
 func (s *Sandbox) WriteFiles(ctx context.Context, files map[string][]byte) error {
+	defer s.b.timed("WriteFiles")()
 	if err := s.life.Begin(s.id, nil); err != nil {
 		return err
 	}
@@ -136,6 +138,7 @@ func (s *Sandbox) WriteFiles(ctx context.Context, files map[string][]byte) error
 // last WriteFiles, read from one archive download; symlinks and special
 // files are listed in Skipped, never followed or opened.
 func (s *Sandbox) Artifacts(ctx context.Context) (sandbox.Artifacts, error) {
+	defer s.b.timed("Artifacts")()
 	if err := s.life.Begin(s.id, nil); err != nil {
 		return sandbox.Artifacts{}, err
 	}
@@ -162,13 +165,16 @@ func (s *Sandbox) Artifacts(ctx context.Context) (sandbox.Artifacts, error) {
 // when Close returns; the engine removes it with its volume), or wipes a
 // reused container and gives it back to its scope's pool.
 func (s *Sandbox) Close(ctx context.Context) error {
+	defer s.b.timed("Close")()
 	if !s.life.Close() {
 		return nil
 	}
 	if s.c.reused {
 		return s.b.release(ctx, s.c)
 	}
-	return s.b.retire(ctx, s.c)
+	err := s.b.retire(ctx, s.c)
+	s.b.warm.replenish(s.spec)
+	return err
 }
 
 // Interface guards.
