@@ -48,7 +48,7 @@ func newKeeperRun(tok string, stdout, stderr io.Writer) *keeperRun {
 // its fields.
 func (r *keeperRun) ended() (trailer, bool) {
 	out, errs := r.stdout.seen(), r.stderr.seen()
-	var tr trailer
+	tr := trailer{work: -1}
 	okOut, okErr := false, false
 	for _, b := range out {
 		okOut = okOut || b == ""

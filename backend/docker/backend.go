@@ -45,10 +45,6 @@ type Backend struct {
 	removals   chan struct{} // bounds the removals waited for at once
 	removeErrs []error       // removals that failed, for Close
 
-	// emptyWork is the size the engine reports for an empty /work, or
-	// unknownSize.
-	emptyWork atomic.Int64
-
 	trace atomic.Pointer[tracer] // set by the benchmarks
 }
 
@@ -79,7 +75,6 @@ func NewWithConfig(cfg Config, s sandbox.Settings) (*Backend, error) {
 		removals: make(chan struct{}, maxRemovals),
 	}
 	b.drained = sync.NewCond(&b.mu)
-	b.emptyWork.Store(unknownSize)
 	b.warm.init(b)
 	return b, nil
 }
@@ -211,7 +206,7 @@ func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbo
 	if err != nil {
 		return nil, err
 	}
-	s.fresh = true
+	s.fresh, s.workEmpty = true, true
 	return s, nil
 }
 

@@ -241,19 +241,8 @@ func (b *Backend) startContainer(ctx context.Context, spec sandbox.Spec, run, sc
 		return fail(b.wrap(err, fmt.Sprintf("starting container %s from image %s (execbox images need /bin/sh, /usr/bin/env, head and setsid)", c.name, spec.Image)))
 	}
 	c.started = time.Now()
-	if b.emptyWork.Load() == unknownSize {
-		// What the engine reports as /work's size while it is empty
-		// (tmpfs counts directory entries in a directory's size): the same
-		// for every container, so asked once.
-		if st, err := b.cli.ContainerStatPath(cctx, c.id, client.ContainerStatPathOptions{Path: workDir}); err == nil {
-			b.emptyWork.Store(st.Stat.Size)
-		}
-	}
 	return c, nil
 }
-
-// unknownSize marks Backend.emptyWork as not measured yet.
-const unknownSize = -1
 
 // retire ends c: its keeper kills every process and exits, so the
 // container stops; retire returns once the keeper said it killed them

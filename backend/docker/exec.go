@@ -172,6 +172,11 @@ func (b *Backend) channelFailed(c *ctr, err error) error {
 // line, then e.stream, go to the wrapper's stdin. The exit code comes from
 // the wrapper's trailer, else from the engine.
 func (b *Backend) runExec(ctx context.Context, c *ctr, e execSpec) (*execEnd, error) {
+	// What an earlier run may have left goes first, as before a run
+	// through the keeper.
+	if err := b.killTree(c); err != nil {
+		return nil, b.channelFailed(c, err)
+	}
 	octx, cancel := context.WithTimeout(ctx, opTimeout)
 	defer cancel()
 	cmd := append([]string{"/usr/bin/env", "-i"}, e.env...)
@@ -240,8 +245,10 @@ func (b *Backend) runExec(ctx context.Context, c *ctr, e execSpec) (*execEnd, er
 	if end.reason != "" {
 		return end, nil
 	}
-	// No trailer: the wrapper itself was killed. The engine has the exit
-	// code; it may trail the stream by a moment.
+	// No trailer: the wrapper itself was killed, and what it started may
+	// live on.
+	end.killErr = b.killTree(c)
+	// The engine has the exit code; it may trail the stream by a moment.
 	ictx, icancel := context.WithTimeout(context.WithoutCancel(ctx), opTimeout)
 	defer icancel()
 	for i := 0; i < 80; i++ {
@@ -255,7 +262,6 @@ func (b *Backend) runExec(ctx context.Context, c *ctr, e execSpec) (*execEnd, er
 		}
 		time.Sleep(25 * time.Millisecond)
 	}
-	end.killErr = b.killTree(c)
 	return end, nil
 }
 

@@ -14,7 +14,8 @@ import (
 // WRAPPER`), with the container's stdin attached to execbox for the
 // container's whole life. It reads one command per line:
 //
-//	r TOKEN N ARGS...   run ARGS (shell words: env assignments, then
+//	r TOKEN N ARGS...   kill what an earlier run may have left, then run
+//	                    ARGS (shell words: env assignments, then
 //	                    /bin/sh -c "$w" execbox DIR PROGRAM ARGS...) with
 //	                    the next N bytes of stdin as its standard input,
 //	                    after one line holding TOKEN
@@ -56,6 +57,7 @@ while :; do
 	case $l in
 	'r '*)
 		command eval "set -- ${l#r }" || continue
+		kill -9 -1 2>/dev/null
 		t=$1 i=
 		shift
 		if [ "$1" -gt 0 ]; then
@@ -98,8 +100,8 @@ kill -9 -1 2>/dev/null`
 // with a line holding the run's token first on its stdin and the program's
 // stdin after it (the token is never in an argument or the environment,
 // where the program could read it). env -i drops the image's own ENV. It
-// kills what an earlier run left behind, checks the directory and the
-// program (127 not found, 126 not executable, as a shell reports them),
+// checks the directory and the program (127 not found, 126 not
+// executable, as a shell reports them),
 // reads the container's cgroup counters, runs the program, kills the
 // program's whole tree — every process but PID 1 and itself, which is what
 // kill -1 means inside a PID namespace — waits (briefly, without a new
@@ -108,7 +110,7 @@ kill -9 -1 2>/dev/null`
 // on each stream: "\036execbox-TOKEN" on stdout, and
 // "\036execbox-TOKEN FIELDS" on stderr, where FIELDS is
 //
-//	x=STATUS sig=0|1 [cpu=NS peak=BYTES oom=N pmax=N]   the program ran
+//	x=STATUS sig=0|1 work=0|1 [cpu=NS peak=BYTES oom=N pmax=N]   it ran
 //	err=dir|notfound|noexec                             it did not start
 //
 // The program runs in a command substitution through one more sh that
@@ -116,13 +118,14 @@ kill -9 -1 2>/dev/null`
 // waits for it with its stderr captured, and a shell says how a foreground
 // job died there ("Killed") when a signal other than SIGINT or SIGPIPE
 // ended it. So sig=1 tells a signal (STATUS is then 128+N) from an exit
-// status above 128. cpu is the cgroup's CPU time during the run, peak the
+// status above 128. work says whether /work holds anything after the run
+// (so that Artifacts need not ask the engine when it does not). cpu is the
+// cgroup's CPU time during the run, peak the
 // cgroup's peak memory so far, oom the OOM kills and pmax the refused forks
 // (the pids limit) during the run.
 const wrapper = `IFS= read -r t
 d=$1
 shift
-kill -9 -1 2>/dev/null
 n='
 '
 v() { r=0; [ -r "$1" ] && read -r r _ <"$1"; }
@@ -178,9 +181,16 @@ for c in /sys/fs/cgroup/pids/pids.current /sys/fs/cgroup/pids.current; do
 done
 s=${R##*"$n"} k=0
 [ "$R" = "$s" ] || k=1
+w=1
+if [ -r /work ] && [ -x /work ]; then
+	w=0
+	for f in /work/* /work/.[!.]* /work/..?*; do
+		if [ -e "$f" ] || [ -L "$f" ]; then w=1; break; fi
+	done
+fi
 g
-[ "$u" = - ] && e x=$s sig=$k
-e x=$s sig=$k cpu=$((u-u0)) peak=$m oom=$((o-o0)) pmax=$((q-q0))`
+[ "$u" = - ] && e x=$s sig=$k work=$w
+e x=$s sig=$k work=$w cpu=$((u-u0)) peak=$m oom=$((o-o0)) pmax=$((q-q0))`
 
 // ownPids are the processes execbox itself keeps in a container while a
 // program runs: the keeper, the wrapper and the wrapper's command
@@ -219,6 +229,7 @@ func shellQuote(s string) string {
 type trailer struct {
 	killed   bool // the keeper's "k": the run was killed by execbox
 	err      string
+	work     int // 1: /work holds something after the run; 0: empty; -1: not said
 	status   int
 	signaled bool
 	counted  bool // the cgroup counters below were read
@@ -230,7 +241,7 @@ type trailer struct {
 
 // parseTrailer reads the FIELDS of a stderr trailer.
 func parseTrailer(body string) (trailer, bool) {
-	var tr trailer
+	tr := trailer{work: -1}
 	body = strings.TrimSpace(body)
 	if body == "k" {
 		tr.killed = true
@@ -252,6 +263,8 @@ func parseTrailer(body string) (trailer, bool) {
 			seen = true
 		case "sig":
 			tr.signaled = v == "1"
+		case "work":
+			tr.work = int(n)
 		case "cpu":
 			tr.cpuNS, tr.counted = n, true
 		case "peak":

@@ -9,8 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/moby/moby/client"
-
 	"github.com/execbox/execbox/sandbox"
 )
 
@@ -28,8 +26,11 @@ type Sandbox struct {
 	// fresh: no program has run since the work dir was emptied, so it
 	// holds only what WriteFiles put there (no symlink can be in it).
 	fresh bool
-	known map[string]bool        // while fresh: path → is a directory
-	base  map[string]fileSummary // the baseline for Artifacts
+	// workEmpty: /work holds nothing (nothing was written, and the last
+	// program's wrapper found it empty).
+	workEmpty bool
+	known     map[string]bool        // while fresh: path → is a directory
+	base      map[string]fileSummary // the baseline for Artifacts
 }
 
 // fileSummary identifies a regular file's content.
@@ -93,6 +94,8 @@ func (s *Sandbox) Exec(ctx context.Context, p *sandbox.Process) (*sandbox.Result
 		return s.canceled(), nil
 	}
 	s.fresh = false // from here on the program may plant symlinks
+	wasEmpty := s.workEmpty
+	s.workEmpty = false
 	started := time.Now()
 	end, err := s.b.run(ctx, s.c, e)
 	if err != nil {
@@ -102,8 +105,10 @@ func (s *Sandbox) Exec(ctx context.Context, p *sandbox.Process) (*sandbox.Result
 		return nil, err
 	}
 	if end.have && end.tr.err != "" {
+		s.workEmpty = wasEmpty // nothing ran
 		return s.notStarted(end, p, stdout, stderr)
 	}
+	s.workEmpty = end.have && end.tr.work == 0
 	return s.resultOf(ctx, end, started, stdout, stderr), nil
 }
 
@@ -146,17 +151,10 @@ func (s *Sandbox) Artifacts(ctx context.Context) (sandbox.Artifacts, error) {
 	if why := s.c.deadReason(); why != "" {
 		return sandbox.Artifacts{}, sandbox.Errorf(sandbox.ErrInternal, "container_gone", "sandbox %s: its container %s was %s", s.id, s.c.name, why)
 	}
-	if empty := s.b.emptyWork.Load(); len(s.base) == 0 && empty != unknownSize {
-		// Nothing was there before: a stat (under a millisecond) instead
-		// of an archive (tens) says whether anything is there now.
-		ctx, cancel := context.WithTimeout(ctx, opTimeout)
-		done := s.b.timed("stat-artifacts")
-		st, err := s.b.cli.ContainerStatPath(ctx, s.c.id, client.ContainerStatPathOptions{Path: workDir})
-		done()
-		cancel()
-		if err == nil && st.Stat.Size == empty && st.Stat.Mode.IsDir() {
-			return sandbox.Artifacts{}, nil
-		}
+	if len(s.base) == 0 && s.workEmpty {
+		// Nothing was there before, and the wrapper found nothing after
+		// the last program: no archive (tens of milliseconds) to read.
+		return sandbox.Artifacts{}, nil
 	}
 	return s.collect(ctx, s.spec.Limits.ArtifactFiles, s.spec.Limits.ArtifactBytes)
 }
