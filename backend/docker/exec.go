@@ -1,6 +1,7 @@
 package docker
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -68,11 +69,20 @@ func (e execSpec) words() string {
 // a stream, through an exec). The error is non-nil only when the program
 // could not be run at all.
 func (b *Backend) run(ctx context.Context, c *ctr, e execSpec) (*execEnd, error) {
-	if e.streamed {
+	if e.streamed || len(e.words()) > maxLine {
+		if !e.streamed && len(e.stdin) > 0 {
+			e.stream = bytes.NewReader(e.stdin)
+		}
 		return b.runExec(ctx, c, e)
 	}
 	return b.runKeeper(ctx, c, e)
 }
+
+// maxLine bounds the keeper's command line: the shell reads a line from a
+// pipe a byte at a time (so that it never reads past it), about a
+// microsecond a byte; a program with more arguments and environment than
+// that runs through an exec.
+const maxLine = 16 * 1024
 
 // runKeeper hands e to c's keeper: one line (and stdin) down the attach
 // connection, the output back up it until the wrapper's trailers. On

@@ -1,7 +1,9 @@
 package docker
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -411,4 +413,62 @@ func TestImageMissing(t *testing.T) {
 		t.Errorf("Create with a missing image: %v", err)
 	}
 	t.Logf("%v", err)
+}
+
+// TestKeeperChannel: what goes down the keeper's channel comes out intact
+// on both ways a program runs: arguments and variables with quotes,
+// newlines, $( ), backquotes, globs and empty strings; a command line too
+// long for the keeper (it goes through an exec); stdin with every byte
+// value, through /tmp and as a stream.
+func TestKeeperChannel(t *testing.T) {
+	b := newBackend(t, Config{})
+	sb := create(t, b, sandbox.Spec{})
+	ctx := context.Background()
+	args := []string{"a b", "it's", `"q"`, "$(id)", "`id`", "$HOME", "line1\nline2\n", `\`, "*", "", "'", "-n", "é€"}
+	env := map[string]string{"X": "it's $(id)\n`x` *", "EMPTY": ""}
+	want := strings.Join(args, "|") + "|\n" + env["X"] + "|" + env["EMPTY"] + "|\n"
+	script := `for a; do printf '%s|' "$a"; done; echo; printf '%s|%s|\n' "$X" "$EMPTY"`
+	long := strings.Repeat("x", maxLine)
+	for _, c := range []struct {
+		name  string
+		args  []string
+		stdin io.Reader
+		want  string
+	}{
+		{"keeper", append([]string{"/bin/sh", "-c", script, "sh"}, args...), nil, want},
+		{"exec", append([]string{"/bin/sh", "-c", script, "sh"}, args...), onlyReader{strings.NewReader("")}, want},
+		{"long_line", []string{"/bin/sh", "-c", `printf '%s' "$1" | wc -c`, "sh", long}, nil, strconv.Itoa(len(long)) + "\n"},
+	} {
+		res, err := sb.Exec(ctx, &sandbox.Process{Args: c.args, Env: env, Stdin: c.stdin})
+		if err != nil || !res.Succeeded() || res.Stdout != c.want {
+			t.Errorf("%s: %v %s; want stdout %q", c.name, err, describe(res), c.want)
+		}
+	}
+	in := make([]byte, sandbox.MiB)
+	for i := range in {
+		in[i] = byte(i * 7)
+	}
+	for _, c := range []struct {
+		name  string
+		stdin io.Reader
+	}{
+		{"stdin_inline_1MiB", bytes.NewReader(in)},
+		{"stdin_stream_1MiB", onlyReader{bytes.NewReader(in)}},
+		{"stdin_inline_over_the_bound", bytes.NewReader(append(in, 1))},
+	} {
+		res, err := sb.Exec(ctx, &sandbox.Process{Args: []string{"sha256sum"}, Stdin: c.stdin})
+		data := in
+		if strings.HasSuffix(c.name, "bound") {
+			data = append(in, 1)
+		}
+		want := fmt.Sprintf("%x  -\n", sha256.Sum256(data))
+		if err != nil || !res.Succeeded() || res.Stdout != want {
+			t.Errorf("%s: %v %s; want %q", c.name, err, describe(res), want)
+		}
+	}
+	// Nothing of the inline stdin is left in /tmp.
+	res := testutil.Exec(t, sb, "/bin/sh", "-c", "ls -A /tmp")
+	if !res.Succeeded() || res.Stdout != "" {
+		t.Errorf("/tmp after the runs: %s", describe(res))
+	}
 }
