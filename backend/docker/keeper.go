@@ -32,8 +32,8 @@ import (
 // A run is started with `setsid -f`: the wrapper is then the keeper's child
 // (adopted), so the keeper reaps it and every orphan, while its signal
 // dispositions are the defaults (an asynchronous list of a non-interactive
-// shell would ignore SIGINT and SIGQUIT). Without setsid it falls back to
-// an asynchronous list. The keeper keeps reading while a run runs, so a
+// shell would ignore SIGINT and SIGQUIT). Without a setsid that has -f
+// (busybox's has not) it falls back to an asynchronous list. The keeper keeps reading while a run runs, so a
 // kill needs no new process (a fork bomb at the pids limit cannot stop it).
 // SIGCHLD interrupts its read, and `jobs` then reaps every zombie (orphans
 // included) at once; a partly read line is kept. Nothing inside the container can kill PID 1: the kernel drops
@@ -44,7 +44,7 @@ const keeper = `w=$1 c=0 b= N='
 set -C
 trap ': $((c=c+1)); jobs >/dev/null' CHLD
 s=
-command -v setsid >/dev/null 2>&1 && s=1
+setsid -f /bin/true </dev/null >/dev/null 2>&1 && s=1
 while :; do
 	c0=$c
 	if IFS= read -r l; then
