@@ -105,13 +105,14 @@ type warmPool struct {
 	closed  bool
 	idle    map[string][]*ctr
 	filling map[string]bool
+	timers  map[string]*time.Timer // refills due
 	order   []string // profile keys, least recently used first
 }
 
 func (w *warmPool) init(b *Backend) {
 	w.b = b
 	w.ctx, w.cancel = context.WithCancel(context.Background())
-	w.idle, w.filling = map[string][]*ctr{}, map[string]bool{}
+	w.idle, w.filling, w.timers = map[string][]*ctr{}, map[string]bool{}, map[string]*time.Timer{}
 }
 
 // take returns a started container for spec, or nil. The pool is
@@ -141,8 +142,15 @@ func (w *warmPool) take(spec sandbox.Spec) *ctr {
 	return c
 }
 
-// replenish starts containers for spec's profile in the background until
-// it has PoolSize idle ones; a one-shot sandbox calls it when it closes.
+// refillDelay is how long after a sandbox closed its profile's pool is
+// refilled: long enough that a process that exits right after its run
+// (the CLI) starts no container only to remove it, short next to a
+// container's start.
+const refillDelay = 50 * time.Millisecond
+
+// replenish starts containers for spec's profile in the background, after
+// refillDelay, until it has PoolSize idle ones; a one-shot sandbox calls
+// it when it closes.
 func (w *warmPool) replenish(spec sandbox.Spec) {
 	if w.b.cfg.PoolSize == 0 {
 		return
@@ -150,9 +158,17 @@ func (w *warmPool) replenish(spec sandbox.Spec) {
 	key := poolKey(spec)
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if !w.closed && slices.Contains(w.order, key) {
-		w.refill(key, spec)
+	if w.closed || w.timers[key] != nil || !slices.Contains(w.order, key) {
+		return
 	}
+	w.timers[key] = time.AfterFunc(refillDelay, func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		delete(w.timers, key)
+		if !w.closed && slices.Contains(w.order, key) {
+			w.refill(key, spec)
+		}
+	})
 }
 
 // touch makes key the most recently used profile, evicting the least
@@ -235,6 +251,9 @@ func (w *warmPool) expire(c *ctr) {
 func (w *warmPool) close() {
 	w.mu.Lock()
 	w.closed = true
+	for _, t := range w.timers {
+		t.Stop()
+	}
 	var all []*ctr
 	for _, q := range w.idle {
 		all = append(all, q...)
