@@ -284,17 +284,27 @@ func (b *Backend) execFailed(c *ctr, err error, doing string) error {
 	return b.wrap(err, doing+" container "+c.name)
 }
 
+// maxHelperInline is the most stdin a helper gets through the keeper.
+const maxHelperInline = 64 * sandbox.KiB
+
 // quickRun runs a short helper command (as the sandbox user, under the
-// wrapper, through the keeper) and returns its exit status and its capped
-// output; a status of -1 means it did not end by itself.
+// wrapper, through the keeper or, with a long stdin, an exec) and returns
+// its exit status and its capped output; a status of -1 means it did not
+// end by itself.
 func (b *Backend) quickRun(ctx context.Context, c *ctr, args []string, stdin []byte) (int, string, error) {
 	out := sandbox.NewCapture(4*sandbox.KiB, nil, nil)
 	ctx, cancel := context.WithTimeout(ctx, opTimeout)
 	defer cancel()
-	end, err := b.runKeeper(ctx, c, execSpec{
+	e := execSpec{
 		env: []string{"PATH=" + sandboxPATH}, dir: workDir, args: args, stdin: stdin,
 		stdout: out, stderr: out, wall: opTimeout,
-	})
+	}
+	if len(stdin) > maxHelperInline {
+		// A long file (WriteFiles' long paths) streams through an exec
+		// rather than taking room in /tmp.
+		e.stdin, e.stream, e.streamed = nil, bytes.NewReader(stdin), true
+	}
+	end, err := b.run(ctx, c, e)
 	switch {
 	case err != nil:
 		return -1, string(out.Bytes()), err

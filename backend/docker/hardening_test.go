@@ -472,3 +472,22 @@ func TestKeeperChannel(t *testing.T) {
 		t.Errorf("/tmp after the runs: %s", describe(res))
 	}
 }
+
+// TestWriteFilesLongPath: a path too long for the archive upload is
+// written by a helper, with a small file through the keeper and a large
+// one through an exec; both read back intact.
+func TestWriteFilesLongPath(t *testing.T) {
+	b := newBackend(t, Config{})
+	sb := create(t, b, sandbox.Spec{})
+	dir := strings.Repeat(strings.Repeat("d", 200)+"/", 11)
+	big := bytes.Repeat([]byte("0123456789abcdef"), 10*sandbox.KiB) // 160 KiB
+	files := map[string][]byte{dir + "small": []byte("small\n"), dir + "big": big}
+	if err := sb.WriteFiles(context.Background(), files); err != nil {
+		t.Fatal(err)
+	}
+	res := testutil.Exec(t, sb, "/bin/sh", "-c", `cd "$1" && cat small && sha256sum < big`, "sh", dir)
+	want := fmt.Sprintf("small\n%x  -\n", sha256.Sum256(big))
+	if !res.Succeeded() || res.Stdout != want {
+		t.Errorf("%s; want %q", describe(res), want)
+	}
+}
