@@ -106,7 +106,7 @@ type warmPool struct {
 	idle    map[string][]*ctr
 	filling map[string]bool
 	timers  map[string]*time.Timer // refills due
-	order   []string // profile keys, least recently used first
+	order   []string               // profile keys, least recently used first
 }
 
 func (w *warmPool) init(b *Backend) {
