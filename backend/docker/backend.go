@@ -160,8 +160,9 @@ func (b *Backend) Health(ctx context.Context) sandbox.Health {
 	return h
 }
 
-// Create makes the sandbox's container and starts it (or leases an idle
-// reused one for spec.Scope), so that Exec only has to exec.
+// Create gives the sandbox a running container of its own — one started
+// ahead (docker.pool_size), or a new one — or leases an idle reused one
+// for spec.Scope, so that Exec only has to hand the keeper a line.
 func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
 	defer b.timed("Create")()
 	if err := spec.Validate(); err != nil {

@@ -189,7 +189,7 @@ func (b *Backend) runExec(ctx context.Context, c *ctr, e execSpec) (*execEnd, er
 	}
 	octx, cancel := context.WithTimeout(ctx, opTimeout)
 	defer cancel()
-	cmd := append([]string{"/usr/bin/env", "-i"}, e.env...)
+	cmd := append([]string{"/usr/bin/env", "-i", "--"}, e.env...)
 	cmd = append(cmd, "/bin/sh", "-c", wrapper, "execbox", e.dir)
 	cmd = append(cmd, e.args...)
 	done := b.timed("exec-create")

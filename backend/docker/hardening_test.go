@@ -425,7 +425,7 @@ func TestKeeperChannel(t *testing.T) {
 	sb := create(t, b, sandbox.Spec{})
 	ctx := context.Background()
 	args := []string{"a b", "it's", `"q"`, "$(id)", "`id`", "$HOME", "line1\nline2\n", `\`, "*", "", "'", "-n", "é€"}
-	env := map[string]string{"X": "it's $(id)\n`x` *", "EMPTY": ""}
+	env := map[string]string{"X": "it's $(id)\n`x` *", "EMPTY": "", "-S": "-i /bin/false"}
 	want := strings.Join(args, "|") + "|\n" + env["X"] + "|" + env["EMPTY"] + "|\n"
 	script := `for a; do printf '%s|' "$a"; done; echo; printf '%s|%s|\n' "$X" "$EMPTY"`
 	long := strings.Repeat("x", maxLine)

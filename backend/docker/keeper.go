@@ -74,9 +74,9 @@ $t
 E
 		fi
 		if [ -n "$s" ]; then
-			setsid -f /usr/bin/env -i "$@" <&6 6<&-
+			setsid -f /usr/bin/env -i -- "$@" <&6 6<&-
 		else
-			/usr/bin/env -i "$@" <&6 6<&- &
+			/usr/bin/env -i -- "$@" <&6 6<&- &
 		fi
 		exec 6<&-
 		;;
@@ -95,7 +95,7 @@ kill -9 -1 2>/dev/null`
 // wrapper is the shell every program runs under, through the keeper or
 // through an exec, as
 //
-//	env -i VARS... /bin/sh -c wrapper execbox DIR PROGRAM ARGS...
+//	env -i -- VARS... /bin/sh -c wrapper execbox DIR PROGRAM ARGS...
 //
 // with a line holding the run's token first on its stdin and the program's
 // stdin after it (the token is never in an argument or the environment,
