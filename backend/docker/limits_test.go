@@ -21,8 +21,8 @@ import (
 // starts threads) until refused gets exactly 32 tasks of its own under
 // pids 32 (itself and 31 more). From the host, the container's pids
 // cgroup holds exactly 32 + 3 (the keeper, the wrapper and its
-// substitution) at its peak under a fork bomb, and the bomb's result is
-// pids_limit.
+// substitution) at its peak under a fork bomb and under a thread bomb, the
+// bomb's result is pids_limit, and afterwards only the keeper is left.
 func TestPidsExact(t *testing.T) {
 	b := newBackend(t, Config{})
 	spec := sandbox.Spec{Limits: sandbox.Limits{Pids: 32, Wall: 20 * time.Second}}
@@ -63,35 +63,36 @@ ev.set()
 			}
 		})
 	}
-	t.Run("fork_bomb", func(t *testing.T) {
-		sb := create(t, b, spec)
-		cg := pidsCgroup(t, b, sb.(*Sandbox).c.id)
-		res, err := sb.Exec(context.Background(), &sandbox.Process{Args: []string{"python3", "-c", `
-import os
-while True:
-    os.fork()
-`}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if res.Reason != sandbox.ReasonPidsLimit || !strings.Contains(res.Message, "limit of 32 processes") {
-			t.Errorf("fork bomb: %s; want pids_limit", describe(res))
-		}
-		max, peak := readInt(t, filepath.Join(cg, "pids.max")), readInt(t, filepath.Join(cg, "pids.peak"))
-		if max != 32+ownPids || peak != 32+ownPids {
-			t.Errorf("the container's pids cgroup: max %d, peak %d; want both %d (32 of the program's, %d of execbox's)", max, peak, 32+ownPids, ownPids)
-		}
-		// After the run only the keeper is left (and, for a moment, the
-		// wrapper that wrote the trailer).
-		cur := readInt(t, filepath.Join(cg, "pids.current"))
-		for deadline := time.Now().Add(2 * time.Second); cur > 1 && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-			cur = readInt(t, filepath.Join(cg, "pids.current"))
-		}
-		if cur != 1 {
-			t.Errorf("pids.current after the run = %d, want 1 (the keeper)", cur)
-		}
-		t.Logf("host view of %s: pids.max %d, pids.peak %d; %s", cg, max, peak, res.Message)
-	})
+	for _, c := range []struct{ name, code string }{
+		{"fork_bomb", "import os\nwhile True:\n    os.fork()\n"},
+		{"thread_bomb", "import threading, time\nwhile True:\n    threading.Thread(target=time.sleep, args=(100,), daemon=True).start()\n"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			sb := create(t, b, spec)
+			cg := pidsCgroup(t, b, sb.(*Sandbox).c.id)
+			res, err := sb.Exec(context.Background(), &sandbox.Process{Args: []string{"python3", "-c", c.code}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Reason != sandbox.ReasonPidsLimit || !strings.Contains(res.Message, "limit of 32 processes") {
+				t.Errorf("%s: %s; want pids_limit", c.name, describe(res))
+			}
+			max, peak := readInt(t, filepath.Join(cg, "pids.max")), readInt(t, filepath.Join(cg, "pids.peak"))
+			if max != 32+ownPids || peak != 32+ownPids {
+				t.Errorf("the container's pids cgroup: max %d, peak %d; want both %d (32 of the program's, %d of execbox's)", max, peak, 32+ownPids, ownPids)
+			}
+			// After the run only the keeper is left (and, for a moment, the
+			// wrapper that wrote the trailer).
+			cur := readInt(t, filepath.Join(cg, "pids.current"))
+			for deadline := time.Now().Add(2 * time.Second); cur > 1 && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+				cur = readInt(t, filepath.Join(cg, "pids.current"))
+			}
+			if cur != 1 {
+				t.Errorf("pids.current after the run = %d, want 1 (the keeper)", cur)
+			}
+			t.Logf("host view of %s: pids.max %d, pids.peak %d; %s", cg, max, peak, res.Message)
+		})
+	}
 }
 
 // pidsCgroup is the host directory of container id's pids cgroup, found
