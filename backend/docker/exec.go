@@ -420,6 +420,8 @@ func (s *Sandbox) notStarted(end *execEnd, p *sandbox.Process, stdout, stderr *s
 	case "noexec":
 		res.ExitCode = 126
 		res.Message = fmt.Sprintf("program %q is not an executable file", p.Args[0])
+	case "stdin":
+		return nil, sandbox.Errorf(sandbox.ErrLimit, "stdin_no_room", "the process's stdin does not fit in the sandbox's /tmp (limits.tmp_size %d, partly used)", s.spec.Limits.TmpSize)
 	default:
 		return nil, sandbox.Errorf(sandbox.ErrInternal, "wrapper_failed", "the wrapper could not start %q: %s", p.Args[0], end.tr.err)
 	}

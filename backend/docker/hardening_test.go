@@ -491,3 +491,24 @@ func TestWriteFilesLongPath(t *testing.T) {
 		t.Errorf("%s; want %q", describe(res), want)
 	}
 }
+
+// TestStdinNoRoom: an inline stdin that does not fit in /tmp (a program
+// filled it) is an ErrLimit, none of its bytes is taken for a command of
+// the keeper's, and the sandbox goes on working.
+func TestStdinNoRoom(t *testing.T) {
+	b := newBackend(t, Config{})
+	sb := create(t, b, sandbox.Spec{Limits: sandbox.Limits{TmpSize: 4 * sandbox.MiB}})
+	ctx := context.Background()
+	res := testutil.Exec(t, sb, "/bin/sh", "-c", "head -c 4M /dev/zero > /tmp/fill; true")
+	testutil.WantOK(t, res)
+	// Lines that would be commands, were they read as such.
+	in := bytes.Repeat([]byte("r 0000000000000000 0 /bin/sh -c \"$w\" execbox /work /bin/sh -c 'echo INJECTED'\nk x\n"), 4000)
+	_, err := sb.Exec(ctx, &sandbox.Process{Args: []string{"cat"}, Stdin: bytes.NewReader(in)})
+	if !errors.Is(err, sandbox.ErrLimit) || sandbox.CodeOf(err) != "stdin_no_room" {
+		t.Errorf("stdin with no room in /tmp: %v", err)
+	}
+	res = testutil.Exec(t, sb, "/bin/sh", "-c", "rm /tmp/fill; echo ok")
+	if !res.Succeeded() || res.Stdout != "ok\n" || strings.Contains(res.Stdout+res.Stderr, "INJECTED") {
+		t.Errorf("after: %s", describe(res))
+	}
+}

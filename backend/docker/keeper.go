@@ -33,12 +33,13 @@ import (
 // (adopted), so the keeper reaps it and every orphan, while its signal
 // dispositions are the defaults (an asynchronous list of a non-interactive
 // shell would ignore SIGINT and SIGQUIT). Without a setsid that has -f
-// (busybox's has not) it falls back to an asynchronous list. The keeper keeps reading while a run runs, so a
-// kill needs no new process (a fork bomb at the pids limit cannot stop it).
-// SIGCHLD interrupts its read, and `jobs` then reaps every zombie (orphans
-// included) at once; a partly read line is kept. Nothing inside the container can kill PID 1: the kernel drops
-// signals to a namespace's init that it does not handle, and the only one
-// it handles, SIGCHLD, only makes it reap.
+// (busybox's has not) it falls back to an asynchronous list. The keeper
+// keeps reading while a run runs, so a kill needs no new process (a fork
+// bomb at the pids limit cannot stop it). SIGCHLD interrupts its read, and
+// `jobs` then reaps every zombie (orphans included) at once; a partly read
+// line is kept. Nothing inside the container can kill PID 1: the kernel
+// drops signals to a namespace's init that it does not handle, and the
+// only one it handles, SIGCHLD, only makes it reap.
 const keeper = `w=$1 c=0 b= N='
 '
 set -C
@@ -60,9 +61,21 @@ while :; do
 		kill -9 -1 2>/dev/null
 		t=$1 i=
 		shift
-		if [ "$1" -gt 0 ]; then
-			i=/tmp/.execbox-in-$t
-			{ printf '%s\n' "$t"; head -c "$1"; } >"$i" || i=
+		if [ "$1" -gt 0 ] 2>/dev/null; then
+			# Every byte of the stdin is read whatever happens to the
+			# file: what is left would be read as commands.
+			i=/tmp/.execbox-in-$t o=
+			if { printf '%s\n' "$t" >"$i"; } 2>/dev/null; then
+				head -c "$1" | { cat >>"$i" 2>/dev/null || { cat >/dev/null; false; }; } && o=1
+			else
+				head -c "$1" >/dev/null
+			fi
+			if [ -z "$o" ]; then
+				rm -f "$i"
+				printf '\036execbox-%s\n' "$t"
+				printf '\036execbox-%s err=stdin\n' "$t" >&2
+				continue
+			fi
 		fi
 		shift
 		if [ -n "$i" ]; then
@@ -101,17 +114,19 @@ kill -9 -1 2>/dev/null`
 // stdin after it (the token is never in an argument or the environment,
 // where the program could read it). env -i drops the image's own ENV. It
 // checks the directory and the program (127 not found, 126 not
-// executable, as a shell reports them),
-// reads the container's cgroup counters, runs the program, kills the
-// program's whole tree — every process but PID 1 and itself, which is what
-// kill -1 means inside a PID namespace — waits (briefly, without a new
-// process) until the keeper reaped them, so that the next program finds
-// all of its pids free, reads the counters again and ends with a trailer
-// on each stream: "\036execbox-TOKEN" on stdout, and
-// "\036execbox-TOKEN FIELDS" on stderr, where FIELDS is
+// executable, as a shell reports them), reads the container's cgroup
+// counters, runs the program, kills the program's whole tree — every
+// process but PID 1 and itself, which is what kill -1 means inside a PID
+// namespace — waits (briefly, without a new process) until the keeper
+// reaped them, so that the next program finds all of its pids free, reads
+// the counters again and ends with a trailer on each stream:
+// "\036execbox-TOKEN" on stdout, and "\036execbox-TOKEN FIELDS" on stderr,
+// where FIELDS is
 //
 //	x=STATUS sig=0|1 work=0|1 [cpu=NS peak=BYTES oom=N pmax=N]   it ran
-//	err=dir|notfound|noexec                             it did not start
+//	err=dir|notfound|noexec                                      it did not start
+//
+// (and the keeper says err=stdin when the stdin did not fit in /tmp).
 //
 // The program runs in a command substitution through one more sh that
 // applies its redirections and execs it: the substitution's own shell
@@ -120,9 +135,9 @@ kill -9 -1 2>/dev/null`
 // ended it. So sig=1 tells a signal (STATUS is then 128+N) from an exit
 // status above 128. work says whether /work holds anything after the run
 // (so that Artifacts need not ask the engine when it does not). cpu is the
-// cgroup's CPU time during the run, peak the
-// cgroup's peak memory so far, oom the OOM kills and pmax the refused forks
-// (the pids limit) during the run.
+// cgroup's CPU time during the run, peak the cgroup's peak memory so far,
+// oom the OOM kills and pmax the refused forks (the pids limit) during the
+// run.
 const wrapper = `IFS= read -r t
 d=$1
 shift
@@ -184,8 +199,8 @@ s=${R##*"$n"} k=0
 w=1
 if [ -r /work ] && [ -x /work ]; then
 	w=0
-	for f in /work/* /work/.[!.]* /work/..?*; do
-		if [ -e "$f" ] || [ -L "$f" ]; then w=1; break; fi
+	for x in /work/* /work/.[!.]* /work/..?*; do
+		if [ -e "$x" ] || [ -L "$x" ]; then w=1; break; fi
 	done
 fi
 g
