@@ -418,10 +418,9 @@ func importImage(t *testing.T, host, ref string) {
 
 // TestPool: with docker.pool_size, Create takes a container started ahead
 // that has run nothing but its keeper, for one sandbox only; the pool is
-// refilled after the sandbox closes, keeps the most recently used profiles
-// only, and gives idle containers up after the idle timeout.
+// refilled after the sandbox closes; Backend.Close removes what it holds.
 func TestPool(t *testing.T) {
-	b := newBackend(t, Config{PoolSize: 2, IdleTimeout: 3 * time.Second})
+	b := newBackend(t, Config{PoolSize: 2, IdleTimeout: 10 * time.Minute})
 	ctx := context.Background()
 	waitSize := func(want int) {
 		t.Helper()
@@ -463,21 +462,60 @@ func TestPool(t *testing.T) {
 		}
 	}
 	waitSize(2)
-	// Five more profiles: the least recently used gives its containers up.
-	for i := range 5 {
-		sb := create(t, b, sandbox.Spec{Labels: map[string]string{"profile": strconv.Itoa(i)}})
-		sb.Close(ctx)
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for b.warm.size() != 2*maxWarmProfiles && time.Now().Before(deadline) {
+	if left := execboxContainers(t, b, b.instance); len(left) > 0 {
+		t.Errorf("pooled containers left after Backend.Close: %v", left)
+	}
+}
+
+// TestPoolProfiles: only the most recently used profiles keep containers
+// started ahead; and idle ones go after docker.idle_timeout.
+func TestPoolProfiles(t *testing.T) {
+	b := newBackend(t, Config{PoolSize: 1, IdleTimeout: 10 * time.Minute})
+	ctx := context.Background()
+	var keys []string
+	for i := range maxWarmProfiles + 2 {
+		spec := sandbox.Spec{Labels: map[string]string{"profile": strconv.Itoa(i)}}
+		sb := create(t, b, spec)
+		sb.Close(ctx)
+		keys = append(keys, poolKey(sb.(*Sandbox).spec))
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for b.warm.size() != maxWarmProfiles && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}
-	if n := b.warm.size(); n != 2*maxWarmProfiles {
-		t.Errorf("pool holds %d containers for 6 profiles, want %d (the %d most recent)", n, 2*maxWarmProfiles, maxWarmProfiles)
+	b.warm.mu.Lock()
+	held := map[string]int{}
+	for k, q := range b.warm.idle {
+		held[k] = len(q)
 	}
-	// The idle timeout.
-	waitSize(0)
-	if left := execboxContainers(t, b, b.instance); len(left) > 0 {
+	b.warm.mu.Unlock()
+	for i, k := range keys {
+		if want := i >= 2; (held[k] == 1) != want {
+			t.Errorf("profile %d holds %d containers; want the %d most recent profiles to hold one each", i, held[k], maxWarmProfiles)
+		}
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	short := newBackend(t, Config{PoolSize: 1, IdleTimeout: 500 * time.Millisecond})
+	sb := create(t, short, sandbox.Spec{})
+	sb.Close(ctx)
+	deadline = time.Now().Add(60 * time.Second)
+	for short.warm.size() == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if short.warm.size() != 1 {
+		t.Fatalf("the pool was never refilled")
+	}
+	deadline = time.Now().Add(30 * time.Second)
+	for short.warm.size() != 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if left := execboxContainers(t, short, short.instance); len(left) > 0 || short.warm.size() != 0 {
 		t.Errorf("idle pooled containers not removed after the idle timeout: %v", left)
 	}
 }
