@@ -370,6 +370,11 @@ func (s *Sandbox) resultOf(ctx context.Context, end *execEnd, started time.Time,
 		return res
 	}
 	status, signaled := tr.status, tr.signaled
+	if end.have && status < 0 {
+		res.Reason = sandbox.ReasonSandboxError
+		res.Message = "the program's exit status was lost: the shell that waited for it was killed (by the program?)"
+		return res
+	}
 	if !end.have {
 		// An exec whose wrapper was killed: only the engine's 128+N.
 		status = end.code

@@ -372,6 +372,9 @@ func TestExitCodes(t *testing.T) {
 		{[]string{"python3", "-c", "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"}, sandbox.ReasonSignaled, -1, "SIGSEGV", "", ""},
 		{[]string{"/bin/sh", "-c", "kill -XCPU $$"}, sandbox.ReasonCPULimit, -1, "SIGXCPU", "", ""},
 		{[]string{"/bin/sh", "-c", "kill -XFSZ $$"}, sandbox.ReasonFileSizeLimit, -1, "SIGXFSZ", "", ""},
+		// A program that kills the shell waiting for it: the status is lost
+		// (and the wrapper's shell says how its substitution died).
+		{[]string{"/bin/sh", "-c", "kill -9 $PPID; sleep 1"}, sandbox.ReasonSandboxError, -1, "", "Killed\n", "exit status was lost"},
 	}
 	for _, via := range []string{"keeper", "exec"} {
 		for _, c := range cases {

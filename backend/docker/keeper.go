@@ -133,7 +133,9 @@ kill -9 -1 2>/dev/null`
 // waits for it with its stderr captured, and a shell says how a foreground
 // job died there ("Killed") when a signal other than SIGINT or SIGPIPE
 // ended it. So sig=1 tells a signal (STATUS is then 128+N) from an exit
-// status above 128. work says whether /work holds anything after the run
+// status above 128 (x=- when the substitution's shell was killed before it
+// could say: the status is lost). work says whether /work holds anything
+// after the run
 // (so that Artifacts need not ask the engine when it does not). cpu is the
 // cgroup's CPU time during the run, peak the cgroup's peak memory so far,
 // oom the OOM kills and pmax the refused forks (the pids limit) during the
@@ -196,6 +198,7 @@ for c in /sys/fs/cgroup/pids/pids.current /sys/fs/cgroup/pids.current; do
 done
 s=${R##*"$n"} k=0
 [ "$R" = "$s" ] || k=1
+case $s in '' | *[!0-9]*) s=- k=0 ;; esac
 w=1
 if [ -r /work ] && [ -x /work ]; then
 	w=0
@@ -275,6 +278,9 @@ func parseTrailer(body string) (trailer, bool) {
 			seen = true
 		case "x":
 			tr.status = int(n)
+			if v == "-" {
+				tr.status = -1
+			}
 			seen = true
 		case "sig":
 			tr.signaled = v == "1"
