@@ -66,7 +66,8 @@
 // never 128+N: the wrapper tells them apart by whether the shell that
 // waited for the program reported a signal. A shell does not report
 // SIGINT and SIGPIPE, so a program that dies of one of those two reads as
-// exit 130 or 141. A program that failed after the kernel's OOM killer
+// exit 130 or 141; a program that kills the shell waiting for it loses its
+// status (sandbox_error). A program that failed after the kernel's OOM killer
 // acted in the container (the cgroup's oom_kill counter) is memory_limit;
 // one that failed after a fork or clone was refused (pids.events max) is
 // pids_limit. The wall-clock limit and output caps are execbox's: on
