@@ -29,6 +29,13 @@ import (
 // removes it (AutoRemove). That is the backstop: a container outlives its
 // execbox only as long as the engine takes to notice the closed attach.
 //
+// Every byte of an inline stdin is read, whatever happens to its file in
+// /tmp: what was left would be read as commands. A run's stderr goes to
+// the wrapper as fd 7 while the keeper's own stderr for that command is
+// /dev/null: a shell says on its stderr how a foreground job died, and the
+// wrapper's kill at the end of a run may catch setsid's parent before it
+// exited ("Killed" would land in the program's stderr).
+//
 // A run is started with `setsid -f`: the wrapper is then the keeper's child
 // (adopted), so the keeper reaps it and every orphan, while its signal
 // dispositions are the defaults (an asynchronous list of a non-interactive
@@ -62,8 +69,6 @@ while :; do
 		t=$1 i=
 		shift
 		if [ "$1" -gt 0 ] 2>/dev/null; then
-			# Every byte of the stdin is read whatever happens to the
-			# file: what is left would be read as commands.
 			i=/tmp/.execbox-in-$t o=
 			if { printf '%s\n' "$t" >"$i"; } 2>/dev/null; then
 				head -c "$1" | { cat >>"$i" 2>/dev/null || { cat >/dev/null; false; }; } && o=1
@@ -87,9 +92,9 @@ $t
 E
 		fi
 		if [ -n "$s" ]; then
-			setsid -f /usr/bin/env -i -- "$@" <&6 6<&-
+			setsid -f /usr/bin/env -i -- "$@" <&6 6<&- 7>&2 2>/dev/null
 		else
-			/usr/bin/env -i -- "$@" <&6 6<&- &
+			/usr/bin/env -i -- "$@" <&6 6<&- 7>&2 2>/dev/null &
 		fi
 		exec 6<&-
 		;;
@@ -112,7 +117,8 @@ kill -9 -1 2>/dev/null`
 //
 // with a line holding the run's token first on its stdin and the program's
 // stdin after it (the token is never in an argument or the environment,
-// where the program could read it). env -i drops the image's own ENV. It
+// where the program could read it), and, through the keeper, its stderr as
+// fd 7. env -i drops the image's own ENV. It
 // checks the directory and the program (127 not found, 126 not
 // executable, as a shell reports them), reads the container's cgroup
 // counters, runs the program, kills the program's whole tree — every
@@ -140,7 +146,8 @@ kill -9 -1 2>/dev/null`
 // cgroup's CPU time during the run, peak the cgroup's peak memory so far,
 // oom the OOM kills and pmax the refused forks (the pids limit) during the
 // run.
-const wrapper = `IFS= read -r t
+const wrapper = `{ true >&7; } 2>/dev/null && exec 2>&7 7>&-
+IFS= read -r t
 d=$1
 shift
 n='

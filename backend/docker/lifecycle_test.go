@@ -96,9 +96,10 @@ func TestNoOrphans(t *testing.T) {
 		t.Errorf("after a timed-out run: %v", left)
 	}
 
+	// Cancelled once the program runs (a cancel during Create is an error).
 	cctx, cancel := context.WithCancel(ctx)
-	time.AfterFunc(500*time.Millisecond, cancel)
-	res, err := sandbox.Run(cctx, b, sandbox.Spec{}, &sandbox.Process{Args: []string{"/bin/sh", "-c", "sleep 100"}})
+	res, err := sandbox.Run(cctx, b, sandbox.Spec{}, &sandbox.Process{Args: []string{"/bin/sh", "-c", "echo started; sleep 100"},
+		Stdout: writerFunc(func(p []byte) (int, error) { cancel(); return len(p), nil })})
 	if err != nil || res.Reason != sandbox.ReasonCanceled {
 		t.Errorf("cancelled run: %v %s", err, describe(res))
 	}
@@ -519,3 +520,8 @@ func TestPoolProfiles(t *testing.T) {
 		t.Errorf("idle pooled containers not removed after the idle timeout: %v", left)
 	}
 }
+
+// writerFunc is a func as an io.Writer.
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
