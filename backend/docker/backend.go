@@ -40,10 +40,9 @@ type Backend struct {
 	pool       map[string]*ctr // idle reused containers, by pool key
 	warm       warmPool        // containers started ahead for one-shot sandboxes
 	reconciled bool
-	pending    int           // background removals in flight (see track)
-	drained    *sync.Cond    // on mu: pending went to 0
-	removals   chan struct{} // bounds the removals waited for at once
-	removeErrs []error       // removals that failed, for Close
+	pending    int        // retirements in the background (see track)
+	drained    *sync.Cond // on mu: pending went to 0
+	uid        string     // LabelBackend of this backend's containers
 
 	trace atomic.Pointer[tracer] // set by the benchmarks
 }
@@ -72,7 +71,7 @@ func NewWithConfig(cfg Config, s sandbox.Settings) (*Backend, error) {
 	b := &Backend{
 		cfg: cfg, cli: cli, host: host, instance: inst, me: self(), defaults: d,
 		iso: isolation(cfg.Runtime), live: map[string]*ctr{}, pool: map[string]*ctr{},
-		removals: make(chan struct{}, maxRemovals),
+		uid: token(),
 	}
 	b.drained = sync.NewCond(&b.mu)
 	b.warm.init(b)
@@ -236,20 +235,13 @@ func (b *Backend) Close() error {
 		wg.Go(func() { errs[i] = b.retire(ctx, c) })
 	}
 	wg.Wait()
-	b.settle()
-	b.mu.Lock()
-	errs = append(errs, b.removeErrs...)
-	b.removeErrs = nil
-	b.mu.Unlock()
+	errs = append(errs, b.settle(ctx))
 	b.cli.Close()
 	return errors.Join(errs...)
 }
 
-// maxRemovals bounds the removals waited for at once.
-const maxRemovals = 8
-
-// track counts one background removal until the returned func is called;
-// Close waits for them all.
+// track counts one retirement in the background until the returned func
+// is called; settle (and so Close) waits for them.
 func (b *Backend) track() (done func()) {
 	b.mu.Lock()
 	b.pending++
@@ -261,15 +253,6 @@ func (b *Backend) track() (done func()) {
 		}
 		b.mu.Unlock()
 	})
-}
-
-// settle waits until the background removals are done.
-func (b *Backend) settle() {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	for b.pending > 0 {
-		b.drained.Wait()
-	}
 }
 
 // retireAsync retires c in the background.

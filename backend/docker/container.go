@@ -2,6 +2,7 @@ package docker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -25,6 +26,7 @@ const (
 	LabelExpires  = "execbox.expires"  // RFC 3339; after it, any execbox may remove it
 	LabelKind     = "execbox.kind"     // "sandbox" or "reused"
 	LabelScope    = "execbox.scope"    // Spec.Scope of a reused container
+	LabelBackend  = "execbox.backend"  // the Backend value that made it (random)
 )
 
 // MaxAge is how long after its creation a container is certainly unwanted:
@@ -95,6 +97,7 @@ func (b *Backend) labels(spec sandbox.Spec, run, kind, scope string) map[string]
 	l[LabelRun] = run
 	l[LabelExpires] = time.Now().Add(MaxAge).UTC().Format(time.RFC3339)
 	l[LabelKind] = kind
+	l[LabelBackend] = b.uid
 	if scope != "" {
 		l[LabelScope] = scope
 	}
@@ -190,6 +193,9 @@ func (b *Backend) startContainer(ctx context.Context, spec sandbox.Spec, run, sc
 		Env:        []string{"PATH=" + sandboxPATH, "HOME=" + workDir, "TMPDIR=" + tmpDir},
 		Labels:     labels,
 		Hostname:   "sandbox",
+		// docker stop (and the engine's shutdown) kills at once: the
+		// keeper, PID 1, has no handler for SIGTERM.
+		StopSignal: "SIGKILL",
 		// The keeper's channel: stdin stays open while execbox's attach
 		// holds it, and closes when that attach ends.
 		OpenStdin: true, StdinOnce: true,
@@ -245,11 +251,11 @@ func (b *Backend) startContainer(ctx context.Context, spec sandbox.Spec, run, sc
 }
 
 // retire ends c: its keeper kills every process and exits, so the
-// container stops; retire returns once the keeper said it killed them
-// (nothing of c runs any more), and the engine's removal of the container
-// and its volume (AutoRemove) is seen to its end in the background
-// (Backend.Close waits for it). A keeper that does not answer is killed
-// with its container.
+// container stops, and the engine removes it and its volume (AutoRemove).
+// retire returns once the keeper said it killed them (nothing of c runs
+// any more); it leaves no goroutine behind. A keeper that does not answer
+// is killed with its container. Close (and the tests) wait for the
+// engine's removals with settle.
 func (b *Backend) retire(ctx context.Context, c *ctr) error {
 	c.kill("removed")
 	var err error
@@ -260,18 +266,10 @@ func (b *Backend) retire(ctx context.Context, c *ctr) error {
 		}
 		stopped()
 		c.ch.close()
+	} else {
+		err = b.removeNow(ctx, c)
 	}
-	done := b.track()
-	go func() {
-		defer done()
-		b.removals <- struct{}{}
-		defer func() { <-b.removals }()
-		if rerr := b.awaitRemoval(c); rerr != nil {
-			b.mu.Lock()
-			b.removeErrs = append(b.removeErrs, rerr)
-			b.mu.Unlock()
-		}
-	}()
+	b.forget(c)
 	return err
 }
 
@@ -309,26 +307,72 @@ func (b *Backend) killContainerOnly(ctx context.Context, c *ctr) error {
 	return nil
 }
 
-// awaitRemoval waits until the engine removed c (AutoRemove, after it
-// stopped) and forgets it; if that does not happen, it removes c itself.
-func (b *Backend) awaitRemoval(c *ctr) error {
-	defer b.timed("removal")()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+// settle waits until the engine removed every container this backend made
+// and no longer uses (they carry its LabelBackend), removing itself those
+// the engine did not remove within removalWait. Backend.Close calls it.
+func (b *Backend) settle(ctx context.Context) error {
+	b.mu.Lock()
+	for b.pending > 0 {
+		b.drained.Wait()
+	}
+	b.mu.Unlock()
+	defer b.timed("settle")()
+	list, err := b.cli.ContainerList(ctx, client.ContainerListOptions{
+		All: true, Filters: make(client.Filters).Add("label", LabelBackend+"="+b.uid),
+	})
+	if err != nil {
+		return b.wrap(err, "listing this backend's containers")
+	}
+	var mu sync.Mutex
+	var errs []error
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 8)
+	for _, it := range list.Items {
+		b.mu.Lock()
+		_, live := b.live[it.ID]
+		b.mu.Unlock()
+		if live {
+			continue
+		}
+		c := &ctr{id: it.ID, name: it.ID[:min(12, len(it.ID))]}
+		if len(it.Names) > 0 {
+			c.name = strings.TrimPrefix(it.Names[0], "/")
+		}
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			if err := b.awaitRemoval(ctx, c); err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// removalWait is how long settle waits for the engine to remove a stopped
+// container before it removes it itself.
+const removalWait = 20 * time.Second
+
+// awaitRemoval waits until the engine removed c; if that does not happen
+// in removalWait, it removes c itself.
+func (b *Backend) awaitRemoval(ctx context.Context, c *ctr) error {
+	wctx, cancel := context.WithTimeout(ctx, removalWait)
 	defer cancel()
-	w := b.cli.ContainerWait(ctx, c.id, client.ContainerWaitOptions{Condition: container.WaitConditionRemoved})
+	w := b.cli.ContainerWait(wctx, c.id, client.ContainerWaitOptions{Condition: container.WaitConditionRemoved})
 	select {
 	case <-w.Result:
-		b.forget(c)
 		return nil
 	case err := <-w.Error:
 		if cerrdefs.IsNotFound(err) {
-			b.forget(c)
 			return nil
 		}
-	case <-ctx.Done():
+	case <-wctx.Done():
 	}
 	b.timed("removal-fallback")()
-	return b.removeNow(context.Background(), c)
+	return b.removeNow(ctx, c)
 }
 
 // removeNow force-removes c and its volume (killing whatever runs in it)

@@ -31,10 +31,12 @@
 // Backend.Close.
 //
 // Close has the keeper kill every process and exit (it answers before it
-// exits, so Close returns once nothing of the sandbox runs); the engine
-// removes the stopped container and its volume (AutoRemove), and the
-// backend sees each removal to its end in the background, bounded, and
-// waits for all of them in Backend.Close.
+// exits, so Close returns once nothing of the sandbox runs, in about a
+// millisecond); the engine removes the stopped container and its volume
+// (AutoRemove) with no goroutine of execbox's waiting for it.
+// Backend.Close waits until the engine removed every container this
+// backend made (they carry its execbox.backend label), and removes any the
+// engine did not remove in 20 s.
 //
 // Every container gets seed 004's hardening and more: --rm (AutoRemove),
 // no pull (a missing image is ErrUnavailable naming it and `execbox image
@@ -50,8 +52,10 @@
 // running container, but not a --tmpfs), /dev/shm of 1 MiB instead of
 // Docker's 64 MiB, a private IPC and cgroup namespace, ulimits nofile
 // (Docker's default is about a million), fsize and cpu, log driver none, no
-// docker-init, no host mount and never the Docker socket, and the labels
-// execbox.instance, execbox.owner, execbox.run, execbox.expires.
+// docker-init, SIGKILL as the stop signal (docker stop and the engine's
+// shutdown need not wait for a keeper that ignores SIGTERM), no host mount
+// and never the Docker socket, and the labels execbox.instance,
+// execbox.owner, execbox.backend, execbox.run, execbox.expires.
 //
 // # Results
 //

@@ -89,7 +89,7 @@ var seedLimits = sandbox.Limits{Pids: 32, Memory: 256 * sandbox.MiB, CPUs: 1, Tm
 // host mount), with execbox's own additions: its seccomp profile, 3 more
 // pids for its own processes, nodev and mode 1777 on /tmp, /work a tmpfs
 // volume, a 1 MiB /dev/shm, private IPC and cgroup namespaces, ulimits,
-// no docker-init, and the labels.
+// no docker-init, SIGKILL to stop, and the labels.
 func TestContainerConfig(t *testing.T) {
 	b := newBackend(t, Config{})
 	sb := create(t, b, sandbox.Spec{Limits: seedLimits, Labels: map[string]string{"team": "a", LabelInstance: "forged"}})
@@ -186,6 +186,7 @@ func TestContainerConfig(t *testing.T) {
 	eq("--workdir", cfg.WorkingDir, "/work")
 	eq("--entrypoint", len(cfg.Entrypoint), 0)
 	eq("--hostname", cfg.Hostname, "sandbox")
+	eq("--stop-signal", cfg.StopSignal, "SIGKILL")
 	eq("command", cfg.Cmd[:4], []string{"/bin/sh", "-c", keeper, "execbox-keeper"})
 	eq("--mount", len(hc.Mounts), 1)
 	if len(hc.Mounts) == 1 {
@@ -204,6 +205,7 @@ func TestContainerConfig(t *testing.T) {
 	eq("label run", cfg.Labels[LabelRun], sb.ID())
 	eq("label kind", cfg.Labels[LabelKind], "sandbox")
 	eq("label owner", cfg.Labels[LabelOwner], b.me.String())
+	eq("label backend", cfg.Labels[LabelBackend], b.uid)
 	if exp, err := time.Parse(time.RFC3339, cfg.Labels[LabelExpires]); err != nil || exp.Before(time.Now().Add(MaxAge-time.Hour)) {
 		t.Errorf("label expires %q: want about %v from now", cfg.Labels[LabelExpires], MaxAge)
 	}

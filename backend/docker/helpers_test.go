@@ -81,7 +81,9 @@ func create(t testing.TB, b *Backend, spec sandbox.Spec) sandbox.Sandbox {
 // removals in flight are done.
 func execboxContainers(t testing.TB, b *Backend, instance string) []string {
 	t.Helper()
-	b.settle()
+	if err := b.settle(context.Background()); err != nil {
+		t.Errorf("settling: %v", err)
+	}
 	f := make(client.Filters).Add("label", LabelOwner)
 	if instance != "" {
 		f.Add("label", LabelInstance+"="+instance)

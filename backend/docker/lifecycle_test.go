@@ -298,7 +298,9 @@ func TestReuse(t *testing.T) {
 		}
 	}
 	byScope := func(scope string) []string {
-		b.settle()
+		if err := b.settle(context.Background()); err != nil {
+			t.Errorf("settling: %v", err)
+		}
 		list, err := b.cli.ContainerList(ctx, client.ContainerListOptions{All: true,
 			Filters: make(client.Filters).Add("label", LabelInstance+"="+b.instance, LabelScope+"="+scope)})
 		if err != nil {
