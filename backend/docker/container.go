@@ -317,39 +317,56 @@ func (b *Backend) settle(ctx context.Context) error {
 	}
 	b.mu.Unlock()
 	defer b.timed("settle")()
+	var errs []error
+	// A second look: a wait for a removal may end while the engine still
+	// lists the container.
+	for pass := 0; pass < 3; pass++ {
+		left, err := b.unused(ctx)
+		if err != nil || len(left) == 0 {
+			return err
+		}
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		sem := make(chan struct{}, 8)
+		errs = errs[:0]
+		for _, c := range left {
+			sem <- struct{}{}
+			wg.Go(func() {
+				defer func() { <-sem }()
+				if err := b.awaitRemoval(ctx, c, pass > 0); err != nil {
+					mu.Lock()
+					errs = append(errs, err)
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+	}
+	return errors.Join(errs...)
+}
+
+// unused lists the containers of this backend that it does not use.
+func (b *Backend) unused(ctx context.Context) ([]*ctr, error) {
 	list, err := b.cli.ContainerList(ctx, client.ContainerListOptions{
 		All: true, Filters: make(client.Filters).Add("label", LabelBackend+"="+b.uid),
 	})
 	if err != nil {
-		return b.wrap(err, "listing this backend's containers")
+		return nil, b.wrap(err, "listing this backend's containers")
 	}
-	var mu sync.Mutex
-	var errs []error
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 8)
+	var out []*ctr
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	for _, it := range list.Items {
-		b.mu.Lock()
-		_, live := b.live[it.ID]
-		b.mu.Unlock()
-		if live {
+		if _, live := b.live[it.ID]; live {
 			continue
 		}
 		c := &ctr{id: it.ID, name: it.ID[:min(12, len(it.ID))]}
 		if len(it.Names) > 0 {
 			c.name = strings.TrimPrefix(it.Names[0], "/")
 		}
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			if err := b.awaitRemoval(ctx, c); err != nil {
-				mu.Lock()
-				errs = append(errs, err)
-				mu.Unlock()
-			}
-		})
+		out = append(out, c)
 	}
-	wg.Wait()
-	return errors.Join(errs...)
+	return out, nil
 }
 
 // removalWait is how long settle waits for the engine to remove a stopped
@@ -357,21 +374,23 @@ func (b *Backend) settle(ctx context.Context) error {
 const removalWait = 20 * time.Second
 
 // awaitRemoval waits until the engine removed c; if that does not happen
-// in removalWait, it removes c itself.
-func (b *Backend) awaitRemoval(ctx context.Context, c *ctr) error {
-	wctx, cancel := context.WithTimeout(ctx, removalWait)
-	defer cancel()
-	w := b.cli.ContainerWait(wctx, c.id, client.ContainerWaitOptions{Condition: container.WaitConditionRemoved})
-	select {
-	case <-w.Result:
-		return nil
-	case err := <-w.Error:
-		if cerrdefs.IsNotFound(err) {
+// in removalWait (or at once, when now), it removes c itself.
+func (b *Backend) awaitRemoval(ctx context.Context, c *ctr, now bool) error {
+	if !now {
+		wctx, cancel := context.WithTimeout(ctx, removalWait)
+		defer cancel()
+		w := b.cli.ContainerWait(wctx, c.id, client.ContainerWaitOptions{Condition: container.WaitConditionRemoved})
+		select {
+		case <-w.Result:
 			return nil
+		case err := <-w.Error:
+			if cerrdefs.IsNotFound(err) {
+				return nil
+			}
+		case <-wctx.Done():
 		}
-	case <-wctx.Done():
+		b.timed("removal-fallback")()
 	}
-	b.timed("removal-fallback")()
 	return b.removeNow(ctx, c)
 }
 
