@@ -7,6 +7,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -37,8 +38,13 @@ type Backend struct {
 	closed     bool
 	live       map[string]*ctr // every container made and not yet removed, by ID
 	pool       map[string]*ctr // idle reused containers, by pool key
+	warm       warmPool        // containers started ahead for one-shot sandboxes
 	reconciled bool
-	removing   sync.WaitGroup // idle reaps in flight
+	pending    int        // retirements in the background (see track)
+	drained    *sync.Cond // on mu: pending went to 0
+	uid        string     // LabelBackend of this backend's containers
+
+	trace atomic.Pointer[tracer] // set by the benchmarks
 }
 
 // New returns the docker backend for settings s. It does not contact the
@@ -62,10 +68,14 @@ func NewWithConfig(cfg Config, s sandbox.Settings) (*Backend, error) {
 	if inst == "" {
 		inst = "pid-" + strconv.Itoa(os.Getpid())
 	}
-	return &Backend{
+	b := &Backend{
 		cfg: cfg, cli: cli, host: host, instance: inst, me: self(), defaults: d,
 		iso: isolation(cfg.Runtime), live: map[string]*ctr{}, pool: map[string]*ctr{},
-	}, nil
+		uid: token(),
+	}
+	b.drained = sync.NewCond(&b.mu)
+	b.warm.init(b)
+	return b, nil
 }
 
 func (b *Backend) Name() string { return Name }
@@ -76,7 +86,7 @@ var enforcement = map[string]string{
 	"output":    "execbox capture (stdout and stderr demultiplexed)",
 	"memory":    "cgroup memory limit, swap equal to it (docker --memory, --memory-swap)",
 	"cpus":      "cgroup CPU quota (docker --cpus)",
-	"pids":      "cgroup pids limit (docker --pids-limit; plus 3 for execbox's own shell processes)",
+	"pids":      "cgroup pids limit (docker --pids-limit: limits.pids plus the 3 processes execbox keeps in the container while a program runs, so the program's own tasks are limits.pids at most)",
 	"nofile":    "rlimit RLIMIT_NOFILE (docker --ulimit nofile)",
 	"file_size": "rlimit RLIMIT_FSIZE (docker --ulimit fsize)",
 	"cpu_time":  "rlimit RLIMIT_CPU (docker --ulimit cpu)",
@@ -149,9 +159,11 @@ func (b *Backend) Health(ctx context.Context) sandbox.Health {
 	return h
 }
 
-// Create makes the sandbox's container and starts it (or leases an idle
-// reused one for spec.Scope), so that Exec only has to exec.
+// Create gives the sandbox a running container of its own — one started
+// ahead (docker.pool_size), or a new one — or leases an idle reused one
+// for spec.Scope, so that Exec only has to hand the keeper a line.
 func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
+	defer b.timed("Create")()
 	if err := spec.Validate(); err != nil {
 		return nil, err
 	}
@@ -175,40 +187,79 @@ func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbo
 		return nil, sandbox.Errorf(sandbox.ErrUnavailable, "backend_closed", "the docker backend is closed")
 	}
 	b.reconcileOnce(ctx)
-	s := &Sandbox{b: b, id: sandbox.NewID(), spec: spec}
+	s := &Sandbox{b: b, spec: spec}
 	var err error
-	if b.cfg.ReuseContainer && spec.Scope != "" {
+	switch {
+	case b.cfg.ReuseContainer && spec.Scope != "":
+		s.id = sandbox.NewID()
 		s.c, err = b.lease(ctx, spec)
-	} else {
-		s.c, err = b.startContainer(ctx, spec, s.id, "")
+	default:
+		// A container started ahead, never used, or a new one; either way
+		// the sandbox's own, and its ID is the container's run label.
+		if s.c = b.warm.take(spec); s.c == nil {
+			s.c, err = b.startContainer(ctx, spec, sandbox.NewID(), "")
+		}
+		if s.c != nil {
+			s.id = s.c.run
+		}
 	}
 	if err != nil {
 		return nil, err
 	}
-	s.fresh = true
+	s.fresh, s.workEmpty = true, true
 	return s, nil
 }
 
-// Close removes every container this backend made: idle reused ones and
-// those of sandboxes still open (their next operation fails). It is the
-// optional lifecycle method the engine calls when execbox stops.
+// Close removes every container this backend made — idle reused ones,
+// those started ahead, and those of sandboxes still open (their next
+// operation fails) — and returns once the engine removed them all. It is
+// the optional lifecycle method the engine calls when execbox stops.
 func (b *Backend) Close() error {
 	b.mu.Lock()
 	b.closed = true
+	b.pool = map[string]*ctr{}
+	b.mu.Unlock()
+	b.warm.close()
+	b.mu.Lock()
 	var all []*ctr
 	for _, c := range b.live {
 		all = append(all, c)
 	}
-	b.pool = map[string]*ctr{}
 	b.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	var errs []error
-	for _, c := range all {
+	errs := make([]error, len(all))
+	var wg sync.WaitGroup
+	for i, c := range all {
 		c.stopIdle()
-		errs = append(errs, b.remove(ctx, c))
+		wg.Go(func() { errs[i] = b.retire(ctx, c) })
 	}
-	b.removing.Wait()
+	wg.Wait()
+	errs = append(errs, b.settle(ctx))
 	b.cli.Close()
 	return errors.Join(errs...)
+}
+
+// track counts one retirement in the background until the returned func
+// is called; settle (and so Close) waits for them.
+func (b *Backend) track() (done func()) {
+	b.mu.Lock()
+	b.pending++
+	b.mu.Unlock()
+	return sync.OnceFunc(func() {
+		b.mu.Lock()
+		if b.pending--; b.pending == 0 {
+			b.drained.Broadcast()
+		}
+		b.mu.Unlock()
+	})
+}
+
+// retireAsync retires c in the background.
+func (b *Backend) retireAsync(c *ctr) {
+	done := b.track()
+	go func() {
+		defer done()
+		b.retire(context.Background(), c)
+	}()
 }

@@ -14,7 +14,7 @@ import (
 // its defaults included.
 func TestConfigSection(t *testing.T) {
 	cfg, _, err := config.Load("", []string{"EXECBOX_DOCKER_RUNTIME=runsc", "EXECBOX_DOCKER_REUSE_CONTAINER=true"},
-		map[string]string{"docker.idle_timeout": "90s", "docker.host": "tcp://127.0.0.1:1"})
+		map[string]string{"docker.idle_timeout": "90s", "docker.host": "tcp://127.0.0.1:1", "docker.pool_size": "3"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -24,7 +24,7 @@ func TestConfigSection(t *testing.T) {
 		t.Fatal(err)
 	}
 	db := b.(*Backend)
-	want := Config{Host: "tcp://127.0.0.1:1", Image: "execbox-python:latest", Runtime: "runsc", ReuseContainer: true, IdleTimeout: 90 * time.Second}
+	want := Config{Host: "tcp://127.0.0.1:1", Image: "execbox-python:latest", Runtime: "runsc", ReuseContainer: true, IdleTimeout: 90 * time.Second, PoolSize: 3}
 	if db.cfg != want {
 		t.Errorf("decoded %v, want %v", db.cfg, want)
 	}
@@ -38,6 +38,23 @@ func TestConfigSection(t *testing.T) {
 	b, _ = New(sandbox.Settings{Config: sec})
 	if b.Capabilities().Isolation != sandbox.IsolationProcess {
 		t.Errorf("default runtime: isolation %v, want process", b.Capabilities().Isolation)
+	}
+	if d := DefaultConfig(); d.PoolSize != 1 || d.IdleTimeout != 5*time.Minute || d.Image != "execbox-python:latest" {
+		t.Errorf("defaults: %v", d)
+	}
+	for _, n := range []int{-1, 17} {
+		bad := *sec
+		bad.PoolSize = n
+		if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "docker.pool_size") {
+			t.Errorf("pool_size %d: %v", n, err)
+		}
+	}
+	for _, n := range []int{0, 16} {
+		ok := *sec
+		ok.PoolSize = n
+		if err := ok.Validate(); err != nil {
+			t.Errorf("pool_size %d: %v", n, err)
+		}
 	}
 	for _, host := range []string{"ssh://me@there", "no-scheme"} {
 		sec.Host = host

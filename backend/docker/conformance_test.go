@@ -35,6 +35,19 @@ func TestConformance(t *testing.T) {
 	}
 }
 
+// TestConformancePool runs the suite on one-shot containers started ahead
+// (docker.pool_size 2): each sandbox takes one that has run nothing yet.
+func TestConformancePool(t *testing.T) {
+	b := newBackend(t, Config{PoolSize: 2})
+	sandboxtest.Run(t, b, sandboxtest.WithLeakRuns(20))
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if left := execboxContainers(t, b, b.instance); len(left) > 0 {
+		t.Errorf("containers left after Backend.Close: %v", left)
+	}
+}
+
 // TestConformanceReused runs the suite on reused containers: every sandbox
 // of the scope runs in one long-lived container, wiped in between.
 func TestConformanceReused(t *testing.T) {

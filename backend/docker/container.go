@@ -2,7 +2,9 @@ package docker
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 	"sync"
@@ -24,6 +26,7 @@ const (
 	LabelExpires  = "execbox.expires"  // RFC 3339; after it, any execbox may remove it
 	LabelKind     = "execbox.kind"     // "sandbox" or "reused"
 	LabelScope    = "execbox.scope"    // Spec.Scope of a reused container
+	LabelBackend  = "execbox.backend"  // the Backend value that made it (random)
 )
 
 // MaxAge is how long after its creation a container is certainly unwanted:
@@ -39,30 +42,19 @@ const (
 	sandboxUser = "65534:65534"
 	// sandboxPATH is every program's PATH, as on the native backend.
 	sandboxPATH = "/usr/local/bin:/usr/bin:/bin"
-	// keeperPids are the processes execbox itself keeps in a container (the
-	// keeper shell, its sleep, the exec wrapper); the pids limit adds them
-	// so the program gets Limits.Pids for itself.
-	keeperPids = 3
 	// shmSize bounds /dev/shm: big enough for POSIX semaphores and small
 	// shared buffers, not a second /tmp outside its budget.
 	shmSize = 1 * sandbox.MiB
 )
 
-// keeper is the container's PID 1: it sleeps and reaps the orphans that
-// execs leave behind. It needs only /bin/sh and sleep. It has no signal
-// handler, so nothing inside the container can kill it (the kernel drops
-// signals to a PID namespace's init that it does not handle).
-var keeper = []string{"/bin/sh", "-c", "while :; do sleep 2147483647 & wait $!; done"}
-
 // ctr is one container this backend made.
 type ctr struct {
 	id, name string
-	key      string // pool key of a reused container
+	run      string // the run label: the sandbox ID of a one-shot container
+	key      string // pool key of a reused or warm container
 	reused   bool
+	ch       *channel  // the keeper's attach connection
 	started  time.Time // when it was started, on our clock
-	// emptyWork is the size the engine reports for /work while it is
-	// empty (tmpfs counts directory entries in a directory's size).
-	emptyWork int64
 
 	mu   sync.Mutex
 	dead string // why it cannot be used any more ("" = usable)
@@ -105,6 +97,7 @@ func (b *Backend) labels(spec sandbox.Spec, run, kind, scope string) map[string]
 	l[LabelRun] = run
 	l[LabelExpires] = time.Now().Add(MaxAge).UTC().Format(time.RFC3339)
 	l[LabelKind] = kind
+	l[LabelBackend] = b.uid
 	if scope != "" {
 		l[LabelScope] = scope
 	}
@@ -120,7 +113,7 @@ func (b *Backend) hostConfig(spec sandbox.Spec, labels map[string]string) (*cont
 		return nil, sandbox.Errorf(sandbox.ErrUnavailable, "seccomp_unavailable", "building the seccomp profile: %w", err)
 	}
 	l := spec.Limits
-	pids := int64(l.Pids + keeperPids)
+	pids := int64(l.Pids + ownPids)
 	noexec := ",noexec"
 	if spec.Policy.TmpExec {
 		noexec = ""
@@ -137,11 +130,14 @@ func (b *Backend) hostConfig(spec sandbox.Spec, labels map[string]string) (*cont
 		CapDrop:        []string{"ALL"},
 		SecurityOpt:    []string{"no-new-privileges:true", "seccomp=" + string(profile)},
 		LogConfig:      container.LogConfig{Type: "none"},
-		IpcMode:        "private",
-		CgroupnsMode:   "private",
-		ShmSize:        min(shmSize, l.TmpSize),
-		Runtime:        b.cfg.Runtime,
-		Init:           &f,
+		// Removed by the engine when it stops: after Close, and when the
+		// keeper sees execbox's attach end (the backstop).
+		AutoRemove:   true,
+		IpcMode:      "private",
+		CgroupnsMode: "private",
+		ShmSize:      min(shmSize, l.TmpSize),
+		Runtime:      b.cfg.Runtime,
+		Init:         &f,
 		Tmpfs: map[string]string{
 			tmpDir: "rw,nosuid,nodev" + noexec + ",size=" + strconv.FormatInt(l.TmpSize, 10) + ",mode=1777",
 		},
@@ -174,8 +170,10 @@ func (b *Backend) hostConfig(spec sandbox.Spec, labels map[string]string) (*cont
 	}, nil
 }
 
-// startContainer creates and starts a hardened container for spec named
-// execbox-<run>. A reused container (scope != "") gets the scope label.
+// startContainer creates a hardened container for spec named
+// execbox-<run>, attaches to its stdin, stdout and stderr (held for its
+// whole life: the keeper's channel) and starts it. A reused container
+// (scope != "") gets the scope label.
 func (b *Backend) startContainer(ctx context.Context, spec sandbox.Spec, run, scope string) (*ctr, error) {
 	kind := "sandbox"
 	if scope != "" {
@@ -189,17 +187,31 @@ func (b *Backend) startContainer(ctx context.Context, spec sandbox.Spec, run, sc
 	cfg := &container.Config{
 		Image:      spec.Image,
 		User:       sandboxUser,
-		Cmd:        keeper,
+		Cmd:        []string{"/bin/sh", "-c", keeper, "execbox-keeper", wrapper},
 		Entrypoint: []string{},
 		WorkingDir: workDir,
 		Env:        []string{"PATH=" + sandboxPATH, "HOME=" + workDir, "TMPDIR=" + tmpDir},
 		Labels:     labels,
 		Hostname:   "sandbox",
+		// docker stop (and the engine's shutdown) kills at once: the
+		// keeper, PID 1, has no handler for SIGTERM.
+		StopSignal: "SIGKILL",
+		// The keeper's channel: stdin stays open while execbox's attach
+		// holds it, and closes when that attach ends.
+		OpenStdin: true, StdinOnce: true,
+		AttachStdin: true, AttachStdout: true, AttachStderr: true,
 	}
-	c := &ctr{name: "execbox-" + run, reused: scope != ""}
+	c := &ctr{name: "execbox-" + run, run: run, reused: scope != ""}
 	cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	cr, err := b.cli.ContainerCreate(cctx, client.ContainerCreateOptions{Name: c.name, Config: cfg, HostConfig: hc})
+	// The create is not cancelled with ctx: a create cancelled in flight
+	// may still make the container, under an ID never learnt. Once the ID
+	// is known, every failure below removes it.
+	done := b.timed("create")
+	mctx, mcancel := context.WithTimeout(context.WithoutCancel(ctx), 60*time.Second)
+	cr, err := b.cli.ContainerCreate(mctx, client.ContainerCreateOptions{Name: c.name, Config: cfg, HostConfig: hc})
+	mcancel()
+	done()
 	if err != nil {
 		if cerrdefs.IsNotFound(err) {
 			return nil, b.imageMissing(spec.Image)
@@ -211,36 +223,213 @@ func (b *Backend) startContainer(ctx context.Context, spec sandbox.Spec, run, sc
 	closed := b.closed
 	b.live[c.id] = c
 	b.mu.Unlock()
-	if closed {
-		b.remove(context.WithoutCancel(ctx), c)
-		return nil, sandbox.Errorf(sandbox.ErrUnavailable, "backend_closed", "the docker backend is closed")
+	fail := func(err error) (*ctr, error) {
+		b.removeNow(context.WithoutCancel(ctx), c)
+		return nil, err
 	}
-	if _, err := b.cli.ContainerStart(cctx, c.id, client.ContainerStartOptions{}); err != nil {
-		b.remove(context.WithoutCancel(ctx), c)
-		return nil, b.wrap(err, fmt.Sprintf("starting container %s from image %s (execbox images need /bin/sh, sleep and /usr/bin/env)", c.name, spec.Image))
+	if closed {
+		return fail(sandbox.Errorf(sandbox.ErrUnavailable, "backend_closed", "the docker backend is closed"))
+	}
+	if err := ctx.Err(); err != nil {
+		return fail(b.wrap(err, "creating container "+c.name))
+	}
+	done = b.timed("attach")
+	at, err := b.cli.ContainerAttach(cctx, c.id, client.ContainerAttachOptions{Stream: true, Stdin: true, Stdout: true, Stderr: true})
+	done()
+	if err != nil {
+		return fail(b.wrap(err, "attaching to container "+c.name))
+	}
+	c.ch = newChannel(at.HijackedResponse)
+	done = b.timed("start")
+	_, err = b.cli.ContainerStart(cctx, c.id, client.ContainerStartOptions{})
+	done()
+	if err != nil {
+		return fail(b.wrap(err, fmt.Sprintf("starting container %s from image %s (execbox images need /bin/sh, /usr/bin/env, head and setsid)", c.name, spec.Image)))
 	}
 	c.started = time.Now()
-	c.emptyWork = -1
-	if st, err := b.cli.ContainerStatPath(cctx, c.id, client.ContainerStatPathOptions{Path: workDir}); err == nil {
-		c.emptyWork = st.Stat.Size
-	}
 	return c, nil
 }
 
-// remove force-removes c and its volume (killing whatever runs in it) and
-// forgets it. A container that is already gone is not an error.
-func (b *Backend) remove(ctx context.Context, c *ctr) error {
+// retire ends c: its keeper kills every process and exits, so the
+// container stops, and the engine removes it and its volume (AutoRemove).
+// retire returns once the keeper said it killed them (nothing of c runs
+// any more); it leaves no goroutine behind. A keeper that does not answer
+// is killed with its container. Close (and the tests) wait for the
+// engine's removals with settle.
+func (b *Backend) retire(ctx context.Context, c *ctr) error {
+	c.kill("removed")
+	var err error
+	if c.ch != nil {
+		stopped := b.timed("stop")
+		if !c.ch.gone() && !b.quit(c) {
+			err = b.killContainerOnly(ctx, c)
+		}
+		stopped()
+		c.ch.close()
+	} else {
+		err = b.removeNow(ctx, c)
+	}
+	b.forget(c)
+	return err
+}
+
+// quit tells c's keeper to kill everything and exit, and reports whether
+// it confirmed the kill.
+func (b *Backend) quit(c *ctr) bool {
+	tok := token()
+	r := newKeeperRun(tok, io.Discard, io.Discard)
+	c.ch.attach(r)
+	defer c.ch.detach(r)
+	if c.ch.send("q "+tok+"\n", nil) != nil {
+		return false
+	}
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	for !r.killed() {
+		select {
+		case <-r.changed:
+		case <-c.ch.done:
+			return true // the keeper is gone, and with it the container's processes
+		case <-t.C:
+			return false
+		}
+	}
+	return true
+}
+
+// killContainerOnly kills c's container (not waiting for anything else).
+func (b *Backend) killContainerOnly(ctx context.Context, c *ctr) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if _, err := b.cli.ContainerKill(ctx, c.id, client.ContainerKillOptions{Signal: "KILL"}); err != nil && !cerrdefs.IsNotFound(err) && !cerrdefs.IsConflict(err) {
+		return b.wrap(err, "killing container "+c.name)
+	}
+	return nil
+}
+
+// settle waits until the engine removed every container this backend made
+// and no longer uses (they carry its LabelBackend), removing itself those
+// the engine did not remove within removalWait. Backend.Close calls it.
+func (b *Backend) settle(ctx context.Context) error {
+	b.mu.Lock()
+	for b.pending > 0 {
+		b.drained.Wait()
+	}
+	b.mu.Unlock()
+	defer b.timed("settle")()
+	var errs []error
+	// A second look: a wait for a removal may end while the engine still
+	// lists the container.
+	for pass := 0; pass < 3; pass++ {
+		left, err := b.unused(ctx)
+		if err != nil || len(left) == 0 {
+			return err
+		}
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		sem := make(chan struct{}, 8)
+		errs = errs[:0]
+		for _, c := range left {
+			sem <- struct{}{}
+			wg.Go(func() {
+				defer func() { <-sem }()
+				if err := b.awaitRemoval(ctx, c, pass > 0); err != nil {
+					mu.Lock()
+					errs = append(errs, err)
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+	}
+	return errors.Join(errs...)
+}
+
+// unused lists the containers of this backend that it does not use.
+func (b *Backend) unused(ctx context.Context) ([]*ctr, error) {
+	list, err := b.cli.ContainerList(ctx, client.ContainerListOptions{
+		All: true, Filters: make(client.Filters).Add("label", LabelBackend+"="+b.uid),
+	})
+	if err != nil {
+		return nil, b.wrap(err, "listing this backend's containers")
+	}
+	var out []*ctr
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, it := range list.Items {
+		if _, live := b.live[it.ID]; live {
+			continue
+		}
+		c := &ctr{id: it.ID, name: it.ID[:min(12, len(it.ID))]}
+		if len(it.Names) > 0 {
+			c.name = strings.TrimPrefix(it.Names[0], "/")
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+// removalWait is how long settle waits for the engine to remove a stopped
+// container before it removes it itself.
+const removalWait = 20 * time.Second
+
+// awaitRemoval waits until the engine removed c; if that does not happen
+// in removalWait (or at once, when now), it removes c itself.
+func (b *Backend) awaitRemoval(ctx context.Context, c *ctr, now bool) error {
+	if !now {
+		wctx, cancel := context.WithTimeout(ctx, removalWait)
+		defer cancel()
+		w := b.cli.ContainerWait(wctx, c.id, client.ContainerWaitOptions{Condition: container.WaitConditionRemoved})
+		select {
+		case <-w.Result:
+			return nil
+		case err := <-w.Error:
+			if cerrdefs.IsNotFound(err) {
+				return nil
+			}
+		case <-wctx.Done():
+		}
+		b.timed("removal-fallback")()
+	}
+	return b.removeNow(ctx, c)
+}
+
+// removeNow force-removes c and its volume (killing whatever runs in it)
+// and forgets it. A container that is already gone is not an error.
+func (b *Backend) removeNow(ctx context.Context, c *ctr) error {
 	c.kill("removed")
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 60*time.Second)
 	defer cancel()
+	done := b.timed("remove")
 	_, err := b.cli.ContainerRemove(ctx, c.id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+	done()
 	if err != nil && !cerrdefs.IsNotFound(err) {
-		return b.wrap(err, "removing container "+c.name)
+		if !cerrdefs.IsConflict(err) {
+			return b.wrap(err, "removing container "+c.name)
+		}
+		// "removal already in progress": wait for it.
+		wctx, wcancel := context.WithTimeout(ctx, 20*time.Second)
+		defer wcancel()
+		w := b.cli.ContainerWait(wctx, c.id, client.ContainerWaitOptions{Condition: container.WaitConditionRemoved})
+		select {
+		case <-w.Result:
+		case err := <-w.Error:
+			if !cerrdefs.IsNotFound(err) {
+				return b.wrap(err, "waiting for the removal of container "+c.name)
+			}
+		}
 	}
+	if c.ch != nil {
+		c.ch.close()
+	}
+	b.forget(c)
+	return nil
+}
+
+func (b *Backend) forget(c *ctr) {
 	b.mu.Lock()
 	delete(b.live, c.id)
 	b.mu.Unlock()
-	return nil
 }
 
 // poolKey says which reused containers can serve spec: the same scope,

@@ -3,11 +3,10 @@ package docker
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -20,96 +19,212 @@ import (
 	"github.com/execbox/execbox/sandbox"
 )
 
-// wrapper is the shell every program runs under, as
-//
-//	env -i VARS... /bin/sh -c wrapper execbox TOKEN DIR PROGRAM ARGS...
-//
-// env -i drops the image's own ENV (only allowlisted variables reach the
-// program). Before the program it kills what an earlier run left behind and
-// checks the directory and the program; after the program it kills the
-// program's whole tree — everything in the container but the keeper (PID
-// 1) and itself, which is what kill -1 means inside a PID namespace — and
-// exits with the program's status (128+N for a signal, as Docker reports
-// it). Its own complaints start with "execbox-TOKEN:", a token the program
-// is not told.
-const wrapper = `t=$1 d=$2; shift 2
-kill -9 -1 2>/dev/null
-cd -- "$d" 2>/dev/null || { printf '%s\n' "execbox-$t: no such directory" >&2; exit 127; }
-unset OLDPWD PWD
-command -v -- "$1" >/dev/null 2>&1 || { printf '%s\n' "execbox-$t: not found" >&2; exit 127; }
-"$@"
-s=$?
-kill -9 -1 2>/dev/null
-exit $s`
-
-// killAll kills every process of the container but the keeper.
-var killAll = []string{"/bin/sh", "-c", "kill -9 -1 2>/dev/null; kill -9 -1 2>/dev/null; exit 0"}
-
-// grace is how long output is still collected after a kill.
+// grace is how long the end of a killed run is waited for.
 const grace = 3 * time.Second
 
-// opTimeout bounds the short control-plane calls around an exec.
+// opTimeout bounds the short control-plane calls around a run.
 const opTimeout = 30 * time.Second
 
-func token() string {
-	var b [8]byte
-	rand.Read(b[:])
-	return hex.EncodeToString(b[:])
-}
-
-// execEnd is how one exec ended.
+// execEnd is how one run ended.
 type execEnd struct {
-	reason   sandbox.Reason // set when execbox ended it: timeout, canceled, output_limit
-	exitCode int            // as Docker reports it: 128+N for a signal
-	wall     time.Duration
-	execID   string
-	killErr  error // the tree could not be killed inside; the container was killed
+	reason  sandbox.Reason // set when execbox ended it: timeout, canceled, output_limit
+	wall    time.Duration
+	tr      trailer // the wrapper's trailer, when have
+	have    bool
+	code    int // without a trailer: the exit code the engine reports (128+N for a signal)
+	killErr error
 }
 
-// execSpec is one exec to run in a container.
+// execSpec is one program to run in a container under the wrapper.
 type execSpec struct {
-	cmd            []string
-	stdin          io.Reader
+	env            []string // NAME=value, all the program gets
+	dir            string   // absolute, inside the container
+	args           []string // the program and its arguments
+	stdin          []byte   // through the keeper: all of stdin, known up front
+	stream         io.Reader
+	streamed       bool // stdin is stream, through an exec (its length is not known)
 	stdout, stderr io.Writer
 	wall           time.Duration
 	overflow       <-chan struct{} // closed when an output cap with kill is passed
 }
 
-// runExec runs e in c to its end: it attaches stdin, stdout and stderr,
-// enforces the wall-clock limit, and on timeout, cancel or overflow kills
-// the whole tree inside the container (or the container, if that fails).
-// The error is non-nil only when the exec could not be started.
+// words are the keeper's command line for e: the env assignments, the
+// wrapper and the program, each a quoted shell word.
+func (e execSpec) words() string {
+	var b strings.Builder
+	for _, kv := range e.env {
+		b.WriteString(shellQuote(kv))
+		b.WriteByte(' ')
+	}
+	b.WriteString(`/bin/sh -c "$w" execbox `)
+	b.WriteString(shellQuote(e.dir))
+	for _, a := range e.args {
+		b.WriteByte(' ')
+		b.WriteString(shellQuote(a))
+	}
+	return b.String()
+}
+
+// run runs e in c to its end, through the keeper (or, for a stdin that is
+// a stream, through an exec). The error is non-nil only when the program
+// could not be run at all.
+func (b *Backend) run(ctx context.Context, c *ctr, e execSpec) (*execEnd, error) {
+	if e.streamed || len(e.words()) > maxLine {
+		if !e.streamed && len(e.stdin) > 0 {
+			e.stream = bytes.NewReader(e.stdin)
+		}
+		return b.runExec(ctx, c, e)
+	}
+	return b.runKeeper(ctx, c, e)
+}
+
+// maxLine bounds the keeper's command line: the shell reads a line from a
+// pipe a byte at a time (so that it never reads past it), about a
+// microsecond a byte; a program with more arguments and environment than
+// that runs through an exec.
+const maxLine = 16 * 1024
+
+// runKeeper hands e to c's keeper: one line (and stdin) down the attach
+// connection, the output back up it until the wrapper's trailers. On
+// timeout, cancel or overflow the keeper kills the tree.
+func (b *Backend) runKeeper(ctx context.Context, c *ctr, e execSpec) (*execEnd, error) {
+	tok := token()
+	r := newKeeperRun(tok, e.stdout, e.stderr)
+	c.ch.attach(r)
+	defer c.ch.detach(r)
+	done := b.timed("run")
+	defer done()
+	start := time.Now()
+	line := "r " + tok + " " + strconv.Itoa(len(e.stdin)) + " " + e.words() + "\n"
+	if err := c.ch.send(line, e.stdin); err != nil {
+		return nil, b.channelFailed(c, err)
+	}
+	end := &execEnd{}
+	timer := time.NewTimer(e.wall)
+	defer timer.Stop()
+	for end.reason == "" {
+		select {
+		case <-r.changed:
+			if tr, ok := r.ended(); ok {
+				end.tr, end.have, end.wall = tr, true, time.Since(start)
+				return end, nil
+			}
+			continue
+		case <-timer.C:
+			end.reason = sandbox.ReasonTimeout
+		case <-ctx.Done():
+			end.reason = sandbox.ReasonCanceled
+		case <-e.overflow:
+			end.reason = sandbox.ReasonOutputLimit
+		case <-c.ch.done:
+			return nil, b.channelFailed(c, errChannelClosed)
+		}
+	}
+	end.wall = time.Since(start)
+	end.killErr = b.killRun(c, tok, r)
+	return end, nil
+}
+
+// killRun has the keeper kill every process but itself and waits for it to
+// say so on both streams (so that nothing of run r arrives later); when
+// the keeper does not answer, the container is killed.
+func (b *Backend) killRun(c *ctr, tok string, r *keeperRun) error {
+	defer b.timed("kill")()
+	if err := c.ch.send("k "+tok+"\n", nil); err != nil {
+		return b.killContainer(c, err)
+	}
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	for !r.killed() {
+		select {
+		case <-r.changed:
+		case <-c.ch.done:
+			return b.killContainer(c, errChannelClosed)
+		case <-t.C:
+			return b.killContainer(c, errors.New("the keeper did not confirm the kill"))
+		}
+	}
+	return nil
+}
+
+// killTree kills every process of c but the keeper (the tree of a run
+// through an exec), and absorbs the keeper's confirmation.
+func (b *Backend) killTree(c *ctr) error {
+	tok := token()
+	r := newKeeperRun(tok, io.Discard, io.Discard)
+	c.ch.attach(r)
+	defer c.ch.detach(r)
+	return b.killRun(c, tok, r)
+}
+
+// killContainer kills c itself (it cannot be used again) when its keeper
+// could not kill the tree.
+func (b *Backend) killContainer(c *ctr, why error) error {
+	c.kill("killed, because its keeper could not kill the process tree")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := b.cli.ContainerKill(ctx, c.id, client.ContainerKillOptions{Signal: "KILL"}); err != nil {
+		return errors.Join(fmt.Errorf("killing the tree: %v", why), b.wrap(err, "killing container "+c.name))
+	}
+	return fmt.Errorf("the tree could not be killed inside the container (%v); the container was killed", why)
+}
+
+// channelFailed is the error for a run whose container's keeper is gone.
+func (b *Backend) channelFailed(c *ctr, err error) error {
+	if why := c.deadReason(); why != "" {
+		return sandbox.Errorf(sandbox.ErrInternal, "container_gone", "running in container %s: it was %s", c.name, why)
+	}
+	c.kill("stopped: its keeper's connection ended")
+	return sandbox.Errorf(sandbox.ErrInternal, "container_gone", "running in container %s: its keeper's connection ended (%v); the container stopped or the engine at %s went away", c.name, err, b.host)
+}
+
+// runExec runs e through an exec, for a stdin that must stream: the token
+// line, then e.stream, go to the wrapper's stdin. The exit code comes from
+// the wrapper's trailer, else from the engine.
 func (b *Backend) runExec(ctx context.Context, c *ctr, e execSpec) (*execEnd, error) {
+	// What an earlier run may have left goes first, as before a run
+	// through the keeper.
+	if err := b.killTree(c); err != nil {
+		return nil, b.channelFailed(c, err)
+	}
 	octx, cancel := context.WithTimeout(ctx, opTimeout)
 	defer cancel()
+	cmd := append([]string{"/usr/bin/env", "-i", "--"}, e.env...)
+	cmd = append(cmd, "/bin/sh", "-c", wrapper, "execbox", e.dir)
+	cmd = append(cmd, e.args...)
+	done := b.timed("exec-create")
 	ex, err := b.cli.ExecCreate(octx, c.id, client.ExecCreateOptions{
-		Cmd: e.cmd, User: sandboxUser, WorkingDir: workDir,
+		Cmd: cmd, User: sandboxUser, WorkingDir: workDir,
 		AttachStdin: true, AttachStdout: true, AttachStderr: true,
 	})
+	done()
 	if err != nil {
 		return nil, b.execFailed(c, err, "creating an exec in")
 	}
+	done = b.timed("exec-start")
 	hj, err := b.cli.ExecAttach(octx, ex.ID, client.ExecAttachOptions{})
+	done()
 	if err != nil {
 		return nil, b.execFailed(c, err, "starting an exec in")
 	}
 	start := time.Now()
-	end := &execEnd{execID: ex.ID}
-	if e.stdin == nil {
-		hj.CloseWrite()
-	} else {
+	tok := token()
+	go func() {
 		// Not waited for: closing the connection below ends a copy that
 		// the program never reads.
-		go func() {
-			io.Copy(hj.Conn, e.stdin)
-			hj.CloseWrite()
-		}()
-	}
+		io.WriteString(hj.Conn, tok+"\n")
+		if e.stream != nil {
+			io.Copy(hj.Conn, e.stream)
+		}
+		hj.CloseWrite()
+	}()
+	r := newKeeperRun(tok, e.stdout, e.stderr)
 	copied := make(chan struct{})
 	go func() {
 		defer close(copied)
-		stdcopy.StdCopy(e.stdout, e.stderr, hj.Reader)
+		stdcopy.StdCopy(r.stdout, r.stderr, hj.Reader)
 	}()
+	end := &execEnd{code: -1}
 	timer := time.NewTimer(e.wall)
 	defer timer.Stop()
 	select {
@@ -122,7 +237,7 @@ func (b *Backend) runExec(ctx context.Context, c *ctr, e execSpec) (*execEnd, er
 		end.reason = sandbox.ReasonOutputLimit
 	}
 	if end.reason != "" {
-		end.killErr = b.killTree(context.WithoutCancel(ctx), c)
+		end.killErr = b.killTree(c)
 		select {
 		case <-copied:
 		case <-time.After(grace):
@@ -131,39 +246,33 @@ func (b *Backend) runExec(ctx context.Context, c *ctr, e execSpec) (*execEnd, er
 	end.wall = time.Since(start)
 	hj.Close()
 	<-copied
-
-	// The stream ends when the exec's process exits (the engine closes it at
-	// most 2 s later even if an orphan still holds it); the exit code may
-	// trail the stream by a moment.
+	r.stdout.flush()
+	r.stderr.flush()
+	if tr, ok := r.ended(); ok {
+		end.tr, end.have = tr, true
+		return end, nil
+	}
+	if end.reason != "" {
+		return end, nil
+	}
+	// No trailer: the wrapper itself was killed, and what it started may
+	// live on.
+	end.killErr = b.killTree(c)
+	// The engine has the exit code; it may trail the stream by a moment.
 	ictx, icancel := context.WithTimeout(context.WithoutCancel(ctx), opTimeout)
 	defer icancel()
-	for i := 0; ; i++ {
+	for i := 0; i < 80; i++ {
 		in, err := b.cli.ExecInspect(ictx, ex.ID, client.ExecInspectOptions{})
 		if err != nil {
-			if end.reason != "" {
-				end.exitCode = 128 + int(syscall.SIGKILL)
-				return end, nil
-			}
 			return nil, b.execFailed(c, err, "inspecting the exec in")
 		}
 		if !in.Running {
-			end.exitCode = in.ExitCode
-			return end, nil
-		}
-		switch {
-		case i == 40 && end.reason == "":
-			// Still running a second after its stream ended: the
-			// engine lost track of it; kill the tree like a timeout.
-			end.killErr = b.killTree(ictx, c)
-		case i > 80:
-			end.exitCode = 128 + int(syscall.SIGKILL)
-			if end.killErr == nil {
-				end.killErr = errors.New("the exec never reported its end")
-			}
+			end.code = in.ExitCode
 			return end, nil
 		}
 		time.Sleep(25 * time.Millisecond)
 	}
+	return end, nil
 }
 
 // execFailed is the error for an exec that could not be created or
@@ -175,99 +284,56 @@ func (b *Backend) execFailed(c *ctr, err error, doing string) error {
 	return b.wrap(err, doing+" container "+c.name)
 }
 
-// killTree kills every process in c but the keeper, with an exec of
-// kill -9 -1. When that cannot run (the pids limit is exhausted, the
-// container is broken) it kills the container itself, which then cannot be
-// used again.
-func (b *Backend) killTree(ctx context.Context, c *ctr) error {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	code, out, err := b.quickExec(ctx, c, killAll, nil)
-	if err == nil && code == 0 {
-		return nil
-	}
-	c.kill("killed, because the process tree could not be killed inside it")
-	if _, kerr := b.cli.ContainerKill(ctx, c.id, client.ContainerKillOptions{Signal: "KILL"}); kerr != nil {
-		return errors.Join(fmt.Errorf("killing the tree (exit %d, %q): %v", code, out, err), b.wrap(kerr, "killing container "+c.name))
-	}
-	return fmt.Errorf("the tree could not be killed inside the container (exit %d, %q, %v); the container was killed", code, out, err)
-}
+// maxHelperInline is the most stdin a helper gets through the keeper.
+const maxHelperInline = 64 * sandbox.KiB
 
-// quickExec runs a short helper command in c and returns its exit code and
-// its (capped) output.
-func (b *Backend) quickExec(ctx context.Context, c *ctr, cmd []string, stdin io.Reader) (int, string, error) {
+// quickRun runs a short helper command (as the sandbox user, under the
+// wrapper, through the keeper or, with a long stdin, an exec) and returns
+// its exit status and its capped output; a status of -1 means it did not
+// end by itself.
+func (b *Backend) quickRun(ctx context.Context, c *ctr, args []string, stdin []byte) (int, string, error) {
 	out := sandbox.NewCapture(4*sandbox.KiB, nil, nil)
 	ctx, cancel := context.WithTimeout(ctx, opTimeout)
 	defer cancel()
-	ex, err := b.cli.ExecCreate(ctx, c.id, client.ExecCreateOptions{
-		Cmd: cmd, User: sandboxUser, WorkingDir: workDir,
-		AttachStdin: stdin != nil, AttachStdout: true, AttachStderr: true,
-	})
-	if err != nil {
-		return -1, "", b.execFailed(c, err, "creating a helper exec in")
+	e := execSpec{
+		env: []string{"PATH=" + sandboxPATH}, dir: workDir, args: args, stdin: stdin,
+		stdout: out, stderr: out, wall: opTimeout,
 	}
-	hj, err := b.cli.ExecAttach(ctx, ex.ID, client.ExecAttachOptions{})
-	if err != nil {
-		return -1, "", b.execFailed(c, err, "starting a helper exec in")
+	if len(stdin) > maxHelperInline {
+		// A long file (WriteFiles' long paths) streams through an exec
+		// rather than taking room in /tmp.
+		e.stdin, e.stream, e.streamed = nil, bytes.NewReader(stdin), true
 	}
-	if stdin != nil {
-		go func() {
-			io.Copy(hj.Conn, stdin)
-			hj.CloseWrite()
-		}()
+	end, err := b.run(ctx, c, e)
+	switch {
+	case err != nil:
+		return -1, string(out.Bytes()), err
+	case !end.have:
+		return -1, string(out.Bytes()), fmt.Errorf("helper %q in container %s did not end: %s %v", args, c.name, end.reason, end.killErr)
+	case end.tr.err != "":
+		return -1, string(out.Bytes()), fmt.Errorf("helper %q in container %s: %s", args, c.name, end.tr.err)
 	}
-	copied := make(chan struct{})
-	go func() {
-		defer close(copied)
-		stdcopy.StdCopy(out, out, hj.Reader)
-	}()
-	select {
-	case <-copied:
-	case <-ctx.Done():
-	}
-	hj.Close()
-	<-copied
-	for i := 0; i < 200; i++ {
-		in, err := b.cli.ExecInspect(ctx, ex.ID, client.ExecInspectOptions{})
-		if err != nil {
-			return -1, string(out.Bytes()), b.wrap(err, "inspecting a helper exec in container "+c.name)
-		}
-		if !in.Running {
-			return in.ExitCode, string(out.Bytes()), nil
-		}
-		time.Sleep(25 * time.Millisecond)
-	}
-	return -1, string(out.Bytes()), fmt.Errorf("helper %q in container %s did not end", cmd, c.name)
+	return end.tr.status, string(out.Bytes()), nil
 }
 
 // oomKilled reports whether the engine saw an out-of-memory kill in c
-// between the start and the end of exec execID: the events "exec_start",
-// "oom", "exec_die" of the container, replayed from the engine's event log
-// since the container started.
-func (b *Backend) oomKilled(ctx context.Context, c *ctr, execID string) bool {
+// since a run started, from the container's "oom" events. It is only asked
+// when the wrapper could not read the container's cgroup (a runtime that
+// hides it) and the program died of SIGKILL.
+func (b *Backend) oomKilled(ctx context.Context, c *ctr, since time.Time) bool {
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	in, err := b.cli.ContainerInspect(ctx, c.id, client.ContainerInspectOptions{})
-	if err != nil || in.Container.State == nil {
-		return false
-	}
-	since := in.Container.State.StartedAt
-	f := make(client.Filters).Add("type", "container").Add("container", c.id).Add("event", "exec_start", "oom", "exec_die")
-	ev := b.cli.Events(ctx, client.EventsListOptions{Since: since, Filters: f})
-	oom := false
+	f := make(client.Filters).Add("type", "container").Add("container", c.id).Add("event", "oom")
+	ev := b.cli.Events(ctx, client.EventsListOptions{
+		Since:   strconv.FormatInt(since.Add(-time.Second).Unix(), 10),
+		Until:   strconv.FormatInt(time.Now().Add(time.Second).Unix(), 10),
+		Filters: f,
+	})
 	for {
 		select {
 		case m := <-ev.Messages:
-			ours := m.Actor.Attributes["execID"] == execID
-			switch {
-			case m.Action == events.ActionOOM:
-				oom = true
-			case ours && strings.HasPrefix(string(m.Action), "exec_start"):
-				oom = false
-			case ours && m.Action == events.ActionExecDie:
-				return oom
-			case m.Action == events.ActionExecDie:
-				oom = false // another exec's end: what came before was not ours
+			if m.Action == events.ActionOOM {
+				return true
 			}
 		case <-ev.Err:
 			return false
@@ -277,54 +343,92 @@ func (b *Backend) oomKilled(ctx context.Context, c *ctr, execID string) bool {
 	}
 }
 
-// signalOf maps Docker's 128+N exit codes to a signal.
-func signalOf(code int) (syscall.Signal, bool) {
-	if code > 128 && code < 128+65 {
-		return syscall.Signal(code - 128), true
-	}
-	return 0, false
-}
-
-// resultOf turns an exec's end into a Result.
-func (s *Sandbox) resultOf(ctx context.Context, end *execEnd, stdout, stderr *sandbox.Capture) *sandbox.Result {
+// resultOf turns a run's end into a Result: the program's exit status or
+// signal (told apart by the wrapper), and the limit that ended it, if any.
+func (s *Sandbox) resultOf(ctx context.Context, end *execEnd, started time.Time, stdout, stderr *sandbox.Capture) *sandbox.Result {
+	l := s.spec.Limits
 	res := &sandbox.Result{
 		ID: s.id, Backend: Name, Isolation: s.b.iso,
-		Reason: end.reason, ExitCode: end.exitCode,
+		Reason: end.reason, ExitCode: -1,
 		Stdout: string(stdout.Bytes()), Stderr: string(stderr.Bytes()),
 		StdoutTruncated: stdout.Truncated(), StderrTruncated: stderr.Truncated(),
 		Usage:       sandbox.Usage{Wall: end.wall},
 		Enforcement: enforcement,
 	}
-	sig, signaled := signalOf(end.exitCode)
-	if signaled {
-		res.ExitCode, res.Signal = -1, unix.SignalName(sig)
-	}
 	if end.killErr != nil {
 		res.Message = end.killErr.Error()
 	}
+	tr := end.tr
+	if tr.counted {
+		res.Usage.CPU = time.Duration(tr.cpuNS)
+		res.Usage.PeakMemory = tr.peak
+	}
 	if res.Reason != "" {
+		// execbox ended it: the keeper's SIGKILL, whatever the program
+		// managed to report first.
+		res.Signal = "SIGKILL"
 		return res
 	}
-	res.Reason = sandbox.ReasonExited
-	if !signaled {
+	status, signaled := tr.status, tr.signaled
+	if end.have && status < 0 {
+		res.Reason = sandbox.ReasonSandboxError
+		res.Message = "the program's exit status was lost: the shell that waited for it was killed (by the program?)"
 		return res
+	}
+	if !end.have {
+		// An exec whose wrapper was killed: only the engine's 128+N.
+		status = end.code
+		signaled = status > 128 && status < 128+65
+	}
+	var sig syscall.Signal
+	if signaled && status > 128 {
+		sig = syscall.Signal(status - 128)
+		res.Signal = unix.SignalName(sig)
+	} else {
+		res.ExitCode = status
 	}
 	res.Reason = sandbox.ReasonOf(sig)
-	if sig == syscall.SIGKILL && s.b.oomKilled(context.WithoutCancel(ctx), s.c, end.execID) {
+	if res.Succeeded() {
+		return res
+	}
+	oom := tr.oom > 0
+	if !tr.counted && sig == syscall.SIGKILL {
+		oom = s.b.oomKilled(context.WithoutCancel(ctx), s.c, started)
+	}
+	switch {
+	case oom:
 		res.Reason = sandbox.ReasonMemoryLimit
-		res.Message = fmt.Sprintf("killed by the memory limit (%d bytes, swap included)", s.spec.Limits.Memory)
+		res.Message = fmt.Sprintf("the memory limit of %d bytes (swap included) was reached; the kernel's OOM killer ended %d process(es)", l.Memory, max(tr.oom, 1))
+	case tr.pidsMax > 0 && (res.Reason == sandbox.ReasonExited || res.Reason == sandbox.ReasonSignaled):
+		res.Reason = sandbox.ReasonPidsLimit
+		res.Message = fmt.Sprintf("the limit of %d processes was reached (%d fork(s) or clone(s) refused)", l.Pids, tr.pidsMax)
 	}
 	return res
 }
 
-// notFound reports whether the wrapper refused to run the program, and why.
-func notFound(end *execEnd, tok string, stdout, stderr *sandbox.Capture) (string, bool) {
-	if end.reason != "" || end.exitCode != 127 || stdout.Total() != 0 {
-		return "", false
+// notStarted is the Result or error for a program the wrapper did not
+// start: a missing directory is the caller's error; a program that is not
+// there (127) or not executable (126) is a result, as a shell and docker
+// run report it.
+func (s *Sandbox) notStarted(end *execEnd, p *sandbox.Process, stdout, stderr *sandbox.Capture) (*sandbox.Result, error) {
+	res := &sandbox.Result{
+		ID: s.id, Backend: Name, Isolation: s.b.iso, Reason: sandbox.ReasonExited,
+		Stdout: string(stdout.Bytes()), Stderr: string(stderr.Bytes()),
+		Usage: sandbox.Usage{Wall: end.wall}, Enforcement: enforcement,
 	}
-	msg, ok := bytes.CutPrefix(stderr.Bytes(), []byte("execbox-"+tok+": "))
-	if !ok {
-		return "", false
+	switch end.tr.err {
+	case "dir":
+		return nil, sandbox.Errorf(sandbox.ErrInvalid, "dir_not_found", "process dir %q does not exist in the work dir", p.Dir)
+	case "notfound":
+		res.ExitCode = 127
+		res.Message = fmt.Sprintf("program %q not found in the sandbox (PATH %s, image %s)", p.Args[0], sandboxPATH, s.spec.Image)
+	case "noexec":
+		res.ExitCode = 126
+		res.Message = fmt.Sprintf("program %q is not an executable file", p.Args[0])
+	case "stdin":
+		return nil, sandbox.Errorf(sandbox.ErrLimit, "stdin_no_room", "the process's stdin does not fit in the sandbox's /tmp (limits.tmp_size %d, partly used)", s.spec.Limits.TmpSize)
+	default:
+		return nil, sandbox.Errorf(sandbox.ErrInternal, "wrapper_failed", "the wrapper could not start %q: %s", p.Args[0], end.tr.err)
 	}
-	return strings.TrimSpace(string(msg)), true
+	return res, nil
 }

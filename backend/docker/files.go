@@ -80,7 +80,7 @@ func (s *Sandbox) writeFiles(ctx context.Context, files map[string][]byte) error
 	for _, p := range long {
 		parts := strings.Split(p, "/")
 		cmd := append([]string{"/bin/sh", "-c", writeLong, "execbox", parts[len(parts)-1]}, parts[:len(parts)-1]...)
-		code, out, err := s.b.quickExec(ctx, s.c, cmd, bytes.NewReader(files[p]))
+		code, out, err := s.b.quickRun(ctx, s.c, cmd, files[p])
 		if err != nil {
 			return err
 		}

@@ -77,9 +77,13 @@ func create(t testing.TB, b *Backend, spec sandbox.Spec) sandbox.Sandbox {
 }
 
 // execboxContainers lists the names of the containers with execbox labels
-// (all of them, or only those of instance), running or not.
+// (all of them, or only those of instance), running or not, once b's
+// removals in flight are done.
 func execboxContainers(t testing.TB, b *Backend, instance string) []string {
 	t.Helper()
+	if err := b.settle(context.Background()); err != nil {
+		t.Errorf("settling: %v", err)
+	}
 	f := make(client.Filters).Add("label", LabelOwner)
 	if instance != "" {
 		f.Add("label", LabelInstance+"="+instance)

@@ -9,8 +9,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -22,26 +24,35 @@ import (
 	"github.com/execbox/execbox/sandbox"
 )
 
-// holderEnv makes the test binary a helper that holds a reused container
-// until it is killed (see TestNoOrphans).
+// holderEnv makes the test binary a helper that holds sandboxes until it
+// is killed (see TestBackstop): its value says what it holds.
 const holderEnv = "EXECBOX_DOCKER_HOLDER"
 
 func TestMain(m *testing.M) {
-	if os.Getenv(holderEnv) != "" {
-		os.Exit(holderMain())
+	if what := os.Getenv(holderEnv); what != "" {
+		os.Exit(holderMain(what))
 	}
 	os.Exit(m.Run())
 }
 
-// holderMain leases a reused container, says so and waits to be killed.
-func holderMain() int {
+// holderMain holds, as instance test-holder, either a reused container
+// that is idle between two sandboxes ("idle"), or a one-shot sandbox whose
+// program runs (a shell loop that survives SIGTERM and SIGHUP), or one
+// with a program that forked a child into its own session and made it
+// ignore everything it can ("running"). It prints "holding NAME" and waits
+// to be killed.
+func holderMain(what string) int {
 	b, err := NewWithConfig(Config{Image: testImage(), ReuseContainer: true}, sandbox.Settings{Instance: "test-holder"})
 	if err != nil {
 		fmt.Println("error", err)
 		return 1
 	}
 	ctx := context.Background()
-	sb, err := b.Create(ctx, sandbox.Spec{Scope: "held"})
+	spec := sandbox.Spec{Limits: sandbox.Limits{Wall: time.Hour}}
+	if what == "idle" {
+		spec.Scope = "held"
+	}
+	sb, err := b.Create(ctx, spec)
 	if err != nil {
 		fmt.Println("error", err)
 		return 1
@@ -51,14 +62,28 @@ func holderMain() int {
 		fmt.Println("error", err, describe(res))
 		return 1
 	}
+	if what == "idle" {
+		sb.Close(ctx) // back to the scope's pool: idle, not removed
+		sb, err = b.Create(ctx, spec)
+		if err != nil {
+			fmt.Println("error", err)
+			return 1
+		}
+		fmt.Println("holding", sb.(*Sandbox).c.name)
+		time.Sleep(time.Hour)
+		return 0
+	}
+	go sb.Exec(ctx, &sandbox.Process{Args: []string{"/bin/sh", "-c",
+		`trap '' HUP TERM INT; setsid sh -c 'trap "" HUP TERM INT; while :; do sleep 1; done' & while :; do sleep 1; done`}})
+	time.Sleep(500 * time.Millisecond)
 	fmt.Println("holding", sb.(*Sandbox).c.name)
 	time.Sleep(time.Hour)
 	return 0
 }
 
-// TestNoOrphans: after a run that timed out, a cancelled run, and a kill -9
-// of a process holding a reused container followed by a fresh start, the
-// engine has no execbox container.
+// TestNoOrphans: after a run that timed out, a cancelled run and a run
+// whose program left a child in its own session, the engine has none of
+// their containers.
 func TestNoOrphans(t *testing.T) {
 	b := newBackend(t, Config{})
 	ctx := context.Background()
@@ -71,9 +96,10 @@ func TestNoOrphans(t *testing.T) {
 		t.Errorf("after a timed-out run: %v", left)
 	}
 
+	// Cancelled once the program runs (a cancel during Create is an error).
 	cctx, cancel := context.WithCancel(ctx)
-	time.AfterFunc(500*time.Millisecond, cancel)
-	res, err := sandbox.Run(cctx, b, sandbox.Spec{}, &sandbox.Process{Args: []string{"/bin/sh", "-c", "sleep 100"}})
+	res, err := sandbox.Run(cctx, b, sandbox.Spec{}, &sandbox.Process{Args: []string{"/bin/sh", "-c", "echo started; sleep 100"},
+		Stdout: writerFunc(func(p []byte) (int, error) { cancel(); return len(p), nil })})
 	if err != nil || res.Reason != sandbox.ReasonCanceled {
 		t.Errorf("cancelled run: %v %s", err, describe(res))
 	}
@@ -81,57 +107,114 @@ func TestNoOrphans(t *testing.T) {
 		t.Errorf("after a cancelled run: %v", left)
 	}
 
-	// A child execbox holds a reused container; while it lives, a fresh
-	// backend's reconciliation leaves the container alone.
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), holderEnv+"=1")
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
+	res = testutil.Sh(t, b, sandbox.Spec{}, "setsid sleep 100 & echo left")
+	if !res.Succeeded() || res.Stdout != "left\n" {
+		t.Errorf("run that leaves a child: %s", describe(res))
 	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+	if left := execboxContainers(t, b, b.instance); len(left) > 0 {
+		t.Errorf("after a run that left a child: %v", left)
 	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	line, _ := bufio.NewReader(out).ReadString('\n')
-	name, ok := strings.CutPrefix(strings.TrimSpace(line), "holding ")
-	if !ok {
-		t.Fatalf("holder: %q", line)
-	}
-	if got := execboxContainers(t, b, "test-holder"); !slices.Contains(got, "/"+name) {
-		t.Fatalf("the holder's container %s is not listed: %v", name, got)
-	}
-	alive := newBackend(t, Config{})
-	if r, err := alive.Reconcile(ctx); err != nil || len(r) > 0 {
-		t.Errorf("reconciling while the holder lives removed %v (%v)", r, err)
-	}
-	if got := execboxContainers(t, b, "test-holder"); !slices.Contains(got, "/"+name) {
-		t.Fatalf("the live holder's container was removed: %v", got)
-	}
+}
 
-	// kill -9: nothing of the holder runs its cleanup.
-	cmd.Process.Kill()
-	cmd.Wait()
-	if got := execboxContainers(t, b, "test-holder"); !slices.Contains(got, "/"+name) {
-		t.Fatalf("the container vanished by itself; the check below proves nothing: %v", got)
+// TestBackstop kills -9 a process that holds sandboxes — one idle reused
+// container, one one-shot container whose program runs (and ignores
+// SIGTERM and SIGHUP, with a child in its own session) — and checks that
+// the containers go away by themselves: no execbox is left to remove them
+// and none starts, so only the keeper's end of file (the engine closes a
+// container's stdin when the attach that held it ends) and the engine's
+// AutoRemove can. A container that outlives the kill is listed first, so
+// the check proves something.
+func TestBackstop(t *testing.T) {
+	b := newBackend(t, Config{})
+	for _, what := range []string{"idle", "running"} {
+		t.Run(what, func(t *testing.T) {
+			cmd := exec.Command(os.Args[0], "-test.run=^$")
+			cmd.Env = append(os.Environ(), holderEnv+"="+what)
+			out, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+			line, _ := bufio.NewReader(out).ReadString('\n')
+			name, ok := strings.CutPrefix(strings.TrimSpace(line), "holding ")
+			if !ok {
+				t.Fatalf("holder: %q", line)
+			}
+			if got := execboxContainers(t, b, "test-holder"); !slices.Contains(got, "/"+name) {
+				t.Fatalf("the holder's container %s is not listed: %v", name, got)
+			}
+			if what == "running" {
+				procs := top(t, b, name)
+				if !slices.ContainsFunc(procs, func(p string) bool { return strings.Contains(p, "sleep") }) {
+					t.Fatalf("the holder's program is not running in %s: %q", name, procs)
+				}
+			}
+			killed := time.Now()
+			cmd.Process.Signal(syscall.SIGKILL)
+			cmd.Wait()
+			deadline := killed.Add(30 * time.Second)
+			for slices.Contains(execboxContainers(t, b, "test-holder"), "/"+name) {
+				if time.Now().After(deadline) {
+					t.Fatalf("container %s still there %v after its execbox was killed", name, time.Since(killed).Round(time.Millisecond))
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			t.Logf("container %s (%s) gone %v after its execbox was killed -9", name, what, time.Since(killed).Round(time.Millisecond))
+		})
 	}
-	// A fresh start reconciles on its first contact with the engine.
-	fresh := newBackend(t, Config{})
-	fresh.Health(ctx)
-	// Other test packages may run sandboxes on the same engine right now;
-	// what must be gone is everything of this test and of any dead owner.
-	list, err := b.cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: make(client.Filters).Add("label", LabelOwner)})
+}
+
+// top lists the command lines of the processes in container name, as the
+// engine sees them.
+func top(t *testing.T, b *Backend, name string) []string {
+	t.Helper()
+	res, err := b.cli.ContainerTop(context.Background(), name, client.ContainerTopOptions{})
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("top %s: %v", name, err)
 	}
-	mine := []string{"test-holder", b.instance, alive.instance, fresh.instance}
-	for _, c := range list.Items {
-		o, _ := parseOwner(c.Labels[LabelOwner])
-		if slices.Contains(mine, c.Labels[LabelInstance]) || o.dead(b.me) {
-			t.Errorf("after a fresh start, container %v (instance %s) is left", c.Names, c.Labels[LabelInstance])
+	var out []string
+	for _, p := range res.Processes {
+		out = append(out, strings.Join(p, " "))
+	}
+	return out
+}
+
+// TestReconcileDeadOwner: a container of an execbox that died on this
+// machine (its keeper could not end it: here one made without a keeper)
+// is removed by the next backend's first contact with the engine; one of
+// a live owner is left alone.
+func TestReconcileDeadOwner(t *testing.T) {
+	b := newBackend(t, Config{})
+	ctx := context.Background()
+	dead := b.me
+	dead.start = "1" // this PID, but started at another time: another process
+	mk := func(o owner) string {
+		labels := map[string]string{LabelOwner: o.String(), LabelInstance: "test-dead-owner",
+			LabelExpires: time.Now().Add(time.Hour).UTC().Format(time.RFC3339), LabelRun: sandbox.NewID()}
+		r, err := b.cli.ContainerCreate(ctx, client.ContainerCreateOptions{
+			Name: "execbox-" + labels[LabelRun], Image: b.cfg.Image,
+			Config:     &container.Config{Labels: labels, Cmd: []string{"/bin/sleep", "1000"}, User: sandboxUser},
+			HostConfig: &container.HostConfig{NetworkMode: "none"},
+		})
+		if err != nil {
+			t.Fatal(err)
 		}
+		t.Cleanup(func() { b.cli.ContainerRemove(ctx, r.ID, client.ContainerRemoveOptions{Force: true}) })
+		if _, err := b.cli.ContainerStart(ctx, r.ID, client.ContainerStartOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		return "/execbox-" + labels[LabelRun]
 	}
-	t.Logf("kill -9'd holder's %s removed by the fresh start; execbox containers on the engine now: %d", name, len(list.Items))
+	orphan, alive := mk(dead), mk(b.me)
+	fresh := newBackend(t, Config{})
+	fresh.Health(ctx) // its first contact: reconciles
+	got := execboxContainers(t, b, "test-dead-owner")
+	if slices.Contains(got, orphan) || !slices.Contains(got, alive) {
+		t.Errorf("after a fresh start: %v; want %s (dead owner) removed and %s (live owner) kept", got, orphan, alive)
+	}
 }
 
 // TestReconcileExpiry: a container of an owner execbox cannot check (another
@@ -215,6 +298,9 @@ func TestReuse(t *testing.T) {
 		}
 	}
 	byScope := func(scope string) []string {
+		if err := b.settle(context.Background()); err != nil {
+			t.Errorf("settling: %v", err)
+		}
 		list, err := b.cli.ContainerList(ctx, client.ContainerListOptions{All: true,
 			Filters: make(client.Filters).Add("label", LabelInstance+"="+b.instance, LabelScope+"="+scope)})
 		if err != nil {
@@ -332,3 +418,112 @@ func importImage(t *testing.T, host, ref string) {
 		t.Fatalf("importing %s into %s: %v", ref, host, err)
 	}
 }
+
+// TestPool: with docker.pool_size, Create takes a container started ahead
+// that has run nothing but its keeper, for one sandbox only; the pool is
+// refilled after the sandbox closes; Backend.Close removes what it holds.
+func TestPool(t *testing.T) {
+	b := newBackend(t, Config{PoolSize: 2, IdleTimeout: 10 * time.Minute})
+	ctx := context.Background()
+	waitSize := func(want int) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for b.warm.size() != want {
+			if time.Now().After(deadline) {
+				t.Fatalf("pool holds %d containers, want %d", b.warm.size(), want)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	first := create(t, b, sandbox.Spec{})
+	if err := first.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{first.(*Sandbox).c.id: true}
+	for i := range 3 {
+		waitSize(2)
+		sb := create(t, b, sandbox.Spec{})
+		c := sb.(*Sandbox).c
+		if seen[c.id] {
+			t.Fatalf("sandbox %d got container %s again", i, c.name)
+		}
+		seen[c.id] = true
+		if sb.ID() != c.run || c.name != "execbox-"+sb.ID() {
+			t.Errorf("sandbox %s in container %s (run %s)", sb.ID(), c.name, c.run)
+		}
+		if time.Since(c.started) < 10*time.Millisecond {
+			t.Errorf("container %s started %v ago: not one started ahead", c.name, time.Since(c.started))
+		}
+		// Fresh: nothing is in its dirs, no process but the keeper and
+		// this run's (the wrapper, its substitution and the program).
+		res := testutil.Exec(t, sb, "/bin/sh", "-c", `find /work /tmp /dev/shm -mindepth 1 | wc -l; n=0; for p in /proc/[0-9]*; do n=$((n+1)); done; echo $n; echo mark > /work/m; echo mark > /tmp/m`)
+		if !res.Succeeded() || res.Stdout != "0\n4\n" {
+			t.Errorf("sandbox %d does not start fresh: %s", i, describe(res))
+		}
+		if err := sb.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitSize(2)
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if left := execboxContainers(t, b, b.instance); len(left) > 0 {
+		t.Errorf("pooled containers left after Backend.Close: %v", left)
+	}
+}
+
+// TestPoolProfiles: only the most recently used profiles keep containers
+// started ahead; and idle ones go after docker.idle_timeout.
+func TestPoolProfiles(t *testing.T) {
+	b := newBackend(t, Config{PoolSize: 1, IdleTimeout: 10 * time.Minute})
+	ctx := context.Background()
+	var keys []string
+	for i := range maxWarmProfiles + 2 {
+		spec := sandbox.Spec{Labels: map[string]string{"profile": strconv.Itoa(i)}}
+		sb := create(t, b, spec)
+		sb.Close(ctx)
+		keys = append(keys, poolKey(sb.(*Sandbox).spec))
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for b.warm.size() != maxWarmProfiles && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	b.warm.mu.Lock()
+	held := map[string]int{}
+	for k, q := range b.warm.idle {
+		held[k] = len(q)
+	}
+	b.warm.mu.Unlock()
+	for i, k := range keys {
+		if want := i >= 2; (held[k] == 1) != want {
+			t.Errorf("profile %d holds %d containers; want the %d most recent profiles to hold one each", i, held[k], maxWarmProfiles)
+		}
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	short := newBackend(t, Config{PoolSize: 1, IdleTimeout: 500 * time.Millisecond})
+	sb := create(t, short, sandbox.Spec{})
+	sb.Close(ctx)
+	deadline = time.Now().Add(60 * time.Second)
+	for short.warm.size() == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if short.warm.size() != 1 {
+		t.Fatalf("the pool was never refilled")
+	}
+	deadline = time.Now().Add(30 * time.Second)
+	for short.warm.size() != 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if left := execboxContainers(t, short, short.instance); len(left) > 0 || short.warm.size() != 0 {
+		t.Errorf("idle pooled containers not removed after the idle timeout: %v", left)
+	}
+}
+
+// writerFunc is a func as an io.Writer.
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }

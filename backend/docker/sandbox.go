@@ -3,11 +3,11 @@ package docker
 import (
 	"context"
 	"crypto/sha256"
+	"io"
 	"os"
 	"path"
 	"sync"
-
-	"github.com/moby/moby/client"
+	"time"
 
 	"github.com/execbox/execbox/sandbox"
 )
@@ -26,8 +26,11 @@ type Sandbox struct {
 	// fresh: no program has run since the work dir was emptied, so it
 	// holds only what WriteFiles put there (no symlink can be in it).
 	fresh bool
-	known map[string]bool        // while fresh: path → is a directory
-	base  map[string]fileSummary // the baseline for Artifacts
+	// workEmpty: /work holds nothing (nothing was written, and the last
+	// program's wrapper found it empty).
+	workEmpty bool
+	known     map[string]bool        // while fresh: path → is a directory
+	base      map[string]fileSummary // the baseline for Artifacts
 }
 
 // fileSummary identifies a regular file's content.
@@ -38,8 +41,11 @@ type fileSummary struct {
 
 func (s *Sandbox) ID() string { return s.id }
 
-// Exec runs p in the container through the wrapper (see wrapper).
+// Exec runs p in the container under the wrapper (see wrapper): through
+// the keeper, or, when p.Stdin is a stream whose length is not known (or
+// is too long to pass through /tmp), through an exec.
 func (s *Sandbox) Exec(ctx context.Context, p *sandbox.Process) (*sandbox.Result, error) {
+	defer s.b.timed("Exec")()
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
@@ -53,18 +59,27 @@ func (s *Sandbox) Exec(ctx context.Context, p *sandbox.Process) (*sandbox.Result
 		return nil, sandbox.Errorf(sandbox.ErrInternal, "container_gone", "sandbox %s: its container %s was %s", s.id, s.c.name, why)
 	}
 	l := s.spec.Limits
-	wall := p.WallLimit(l)
 	fixed := map[string]string{"HOME": workDir, "TMPDIR": tmpDir, "PATH": sandboxPATH}
-	env := sandbox.BuildEnv(os.Environ(), s.spec.Policy, fixed, s.spec.Env, p.Env)
-	tok := token()
-	dir := workDir
-	if p.Dir != "" {
-		dir = path.Join(workDir, p.Dir)
+	e := execSpec{
+		env:  sandbox.BuildEnv(os.Environ(), s.spec.Policy, fixed, s.spec.Env, p.Env),
+		dir:  workDir,
+		args: p.Args,
+		wall: p.WallLimit(l),
 	}
-	cmd := append([]string{"/usr/bin/env", "-i", "--"}, env...)
-	cmd = append(cmd, "/bin/sh", "-c", wrapper, "execbox", tok, dir)
-	cmd = append(cmd, p.Args...)
-
+	if p.Dir != "" {
+		e.dir = path.Join(workDir, p.Dir)
+	}
+	if p.Stdin != nil {
+		if n, ok := p.Stdin.(interface{ Len() int }); ok && int64(n.Len()) <= s.maxInline() {
+			data, err := io.ReadAll(p.Stdin)
+			if err != nil {
+				return nil, sandbox.Errorf(sandbox.ErrInvalid, "stdin_failed", "reading the process's stdin: %w", err)
+			}
+			e.stdin = data
+		} else {
+			e.stream, e.streamed = p.Stdin, true
+		}
+	}
 	overflow := make(chan struct{})
 	var once sync.Once
 	onOverflow := func() {
@@ -74,24 +89,34 @@ func (s *Sandbox) Exec(ctx context.Context, p *sandbox.Process) (*sandbox.Result
 	}
 	stdout := sandbox.NewCapture(l.Output, p.Stdout, onOverflow)
 	stderr := sandbox.NewCapture(l.Output, p.Stderr, onOverflow)
+	e.stdout, e.stderr, e.overflow = stdout, stderr, overflow
 	if ctx.Err() != nil {
 		return s.canceled(), nil
 	}
 	s.fresh = false // from here on the program may plant symlinks
-	end, err := s.b.runExec(ctx, s.c, execSpec{cmd: cmd, stdin: p.Stdin, stdout: stdout, stderr: stderr, wall: wall, overflow: overflow})
+	wasEmpty := s.workEmpty
+	s.workEmpty = false
+	started := time.Now()
+	end, err := s.b.run(ctx, s.c, e)
 	if err != nil {
 		if ctx.Err() != nil {
 			return s.canceled(), nil
 		}
 		return nil, err
 	}
-	if msg, ok := notFound(end, tok, stdout, stderr); ok {
-		if msg == "no such directory" {
-			return nil, sandbox.Errorf(sandbox.ErrInvalid, "dir_not_found", "process dir %q does not exist in the work dir", p.Dir)
-		}
-		return nil, sandbox.Errorf(sandbox.ErrInvalid, "program_not_found", "program %q not found in the sandbox's PATH (image %s)", p.Args[0], s.spec.Image)
+	if end.have && end.tr.err != "" {
+		s.workEmpty = wasEmpty // nothing ran
+		return s.notStarted(end, p, stdout, stderr)
 	}
-	return s.resultOf(ctx, end, stdout, stderr), nil
+	s.workEmpty = end.have && end.tr.work == 0
+	return s.resultOf(ctx, end, started, stdout, stderr), nil
+}
+
+// maxInline is the longest stdin passed through the keeper (it goes
+// through a file in /tmp, which the program's tmp_size pays for while the
+// program runs); a longer one, or a stream, goes through an exec.
+func (s *Sandbox) maxInline() int64 {
+	return min(sandbox.MiB, s.spec.Limits.TmpSize/4)
 }
 
 func (s *Sandbox) canceled() *sandbox.Result {
@@ -103,6 +128,7 @@ func (s *Sandbox) canceled() *sandbox.Result {
 // every path and (once a program has run) that no path passes through a
 // symlink or a non-directory the program made.
 func (s *Sandbox) WriteFiles(ctx context.Context, files map[string][]byte) error {
+	defer s.b.timed("WriteFiles")()
 	if err := s.life.Begin(s.id, nil); err != nil {
 		return err
 	}
@@ -117,6 +143,7 @@ func (s *Sandbox) WriteFiles(ctx context.Context, files map[string][]byte) error
 // last WriteFiles, read from one archive download; symlinks and special
 // files are listed in Skipped, never followed or opened.
 func (s *Sandbox) Artifacts(ctx context.Context) (sandbox.Artifacts, error) {
+	defer s.b.timed("Artifacts")()
 	if err := s.life.Begin(s.id, nil); err != nil {
 		return sandbox.Artifacts{}, err
 	}
@@ -124,29 +151,28 @@ func (s *Sandbox) Artifacts(ctx context.Context) (sandbox.Artifacts, error) {
 	if why := s.c.deadReason(); why != "" {
 		return sandbox.Artifacts{}, sandbox.Errorf(sandbox.ErrInternal, "container_gone", "sandbox %s: its container %s was %s", s.id, s.c.name, why)
 	}
-	if len(s.base) == 0 && s.c.emptyWork >= 0 {
-		// Nothing was there before: a stat (under a millisecond) instead
-		// of an archive (tens) says whether anything is there now.
-		ctx, cancel := context.WithTimeout(ctx, opTimeout)
-		st, err := s.b.cli.ContainerStatPath(ctx, s.c.id, client.ContainerStatPathOptions{Path: workDir})
-		cancel()
-		if err == nil && st.Stat.Size == s.c.emptyWork && st.Stat.Mode.IsDir() {
-			return sandbox.Artifacts{}, nil
-		}
+	if len(s.base) == 0 && s.workEmpty {
+		// Nothing was there before, and the wrapper found nothing after
+		// the last program: no archive (tens of milliseconds) to read.
+		return sandbox.Artifacts{}, nil
 	}
 	return s.collect(ctx, s.spec.Limits.ArtifactFiles, s.spec.Limits.ArtifactBytes)
 }
 
-// Close ends a running Exec and removes the container with its volume, or
-// wipes a reused container and gives it back to its scope's pool.
+// Close ends a running Exec and retires the container (nothing of it runs
+// when Close returns; the engine removes it with its volume), or wipes a
+// reused container and gives it back to its scope's pool.
 func (s *Sandbox) Close(ctx context.Context) error {
+	defer s.b.timed("Close")()
 	if !s.life.Close() {
 		return nil
 	}
 	if s.c.reused {
 		return s.b.release(ctx, s.c)
 	}
-	return s.b.remove(ctx, s.c)
+	err := s.b.retire(ctx, s.c)
+	s.b.warm.replenish(s.spec)
+	return err
 }
 
 // Interface guards.
