@@ -101,6 +101,16 @@ E
 	[kq]' '*)
 		kill -9 -1 2>/dev/null
 		kill -9 -1 2>/dev/null
+		# Confirm only once the tree is gone (reaped: the CHLD trap), so
+		# Close and a kill return only when no process of it remains.
+		p=/sys/fs/cgroup/pids/pids.current
+		[ -r $p ] || p=/sys/fs/cgroup/pids.current
+		j=0
+		while [ -r $p ] && read -r r <$p && [ "$r" -gt 1 ] && [ $j -lt 2000 ]; do
+			j=$((j+1))
+			kill -9 -1 2>/dev/null
+			jobs >/dev/null
+		done
 		printf '\036execbox-%s k\n' "${l#? }"
 		printf '\036execbox-%s k\n' "${l#? }" >&2
 		case $l in q*) exit 0 ;; esac
@@ -181,7 +191,7 @@ case $1 in
 *) p=$(command -v -- "$1") || e err=notfound ;;
 esac
 case $p in
-/*)
+*/*)
 	[ -e "$p" ] || e err=notfound
 	{ [ -f "$p" ] && [ -x "$p" ]; } || e err=noexec
 	;;

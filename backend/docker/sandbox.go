@@ -22,7 +22,9 @@ type Sandbox struct {
 
 	life sandbox.Lifecycle // operations, for Close
 
-	// Used by the one goroutine that uses the sandbox (see package sandbox).
+	// mu guards the fields below, and serialises WriteFiles and Artifacts,
+	// which may overlap an Exec (see package sandbox).
+	mu sync.Mutex
 	// fresh: no program has run since the work dir was emptied, so it
 	// holds only what WriteFiles put there (no symlink can be in it).
 	fresh bool
@@ -51,10 +53,11 @@ func (s *Sandbox) Exec(ctx context.Context, p *sandbox.Process) (*sandbox.Result
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	if err := s.life.Begin(s.id, cancel); err != nil {
+	end, err := s.life.BeginExec(s.id, cancel) // one Exec at a time
+	if err != nil {
 		return nil, err
 	}
-	defer s.life.Done()
+	defer end()
 	if why := s.c.deadReason(); why != "" {
 		return nil, sandbox.Errorf(sandbox.ErrInternal, "container_gone", "sandbox %s: its container %s was %s", s.id, s.c.name, why)
 	}
@@ -93,23 +96,28 @@ func (s *Sandbox) Exec(ctx context.Context, p *sandbox.Process) (*sandbox.Result
 	if ctx.Err() != nil {
 		return s.canceled(), nil
 	}
+	s.mu.Lock()
 	s.fresh = false // from here on the program may plant symlinks
 	wasEmpty := s.workEmpty
 	s.workEmpty = false
+	s.mu.Unlock()
 	started := time.Now()
-	end, err := s.b.run(ctx, s.c, e)
+	out, err := s.b.run(ctx, s.c, e)
 	if err != nil {
 		if ctx.Err() != nil {
 			return s.canceled(), nil
 		}
 		return nil, err
 	}
-	if end.have && end.tr.err != "" {
+	s.mu.Lock()
+	if out.have && out.tr.err != "" {
 		s.workEmpty = wasEmpty // nothing ran
-		return s.notStarted(end, p, stdout, stderr)
+		s.mu.Unlock()
+		return s.notStarted(out, p, stdout, stderr)
 	}
-	s.workEmpty = end.have && end.tr.work == 0
-	return s.resultOf(ctx, end, started, stdout, stderr), nil
+	s.workEmpty = out.have && out.tr.work == 0
+	s.mu.Unlock()
+	return s.resultOf(ctx, out, started, stdout, stderr), nil
 }
 
 // maxInline is the longest stdin passed through the keeper (it goes
@@ -136,6 +144,8 @@ func (s *Sandbox) WriteFiles(ctx context.Context, files map[string][]byte) error
 	if why := s.c.deadReason(); why != "" {
 		return sandbox.Errorf(sandbox.ErrInternal, "container_gone", "sandbox %s: its container %s was %s", s.id, s.c.name, why)
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	return s.writeFiles(ctx, files)
 }
 
@@ -151,6 +161,8 @@ func (s *Sandbox) Artifacts(ctx context.Context) (sandbox.Artifacts, error) {
 	if why := s.c.deadReason(); why != "" {
 		return sandbox.Artifacts{}, sandbox.Errorf(sandbox.ErrInternal, "container_gone", "sandbox %s: its container %s was %s", s.id, s.c.name, why)
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if len(s.base) == 0 && s.workEmpty {
 		// Nothing was there before, and the wrapper found nothing after
 		// the last program: no archive (tens of milliseconds) to read.
