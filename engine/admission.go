@@ -2,7 +2,9 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"sync"
+	"time"
 
 	"github.com/execbox/execbox/sandbox"
 )
@@ -26,51 +28,111 @@ type AdmissionStats struct {
 	// ResultMemory and ResultMemoryInUse: the result memory, and how much
 	// of it the admitted runs reserve now.
 	ResultMemory, ResultMemoryInUse int64
+	// Queued is how many runs wait for admission now; QueueDepth the most
+	// that may.
+	Queued, QueueDepth int
 }
 
 // gate is the engine's admission: MaxRuns slots, of which ReservedRuns
 // only privileged owners take and at most OwnerRuns one unprivileged
 // owner holds, and ResultMemory bytes of which every run reserves its
-// limits' ResultBytes. It never waits: what does not fit is refused at
-// once with ErrBusy, code "busy".
+// limits' ResultBytes. What does not fit waits in a queue of at most
+// QueueDepth runs for at most QueueWait (a burst is served, not refused);
+// past either it is refused with ErrBusy, code "busy".
 type gate struct {
 	slots, reserved, share int
 	memory                 int64
+	depth                  int
+	wait                   time.Duration
+	observe                func(waited time.Duration, admitted bool)
 
 	mu      sync.Mutex
 	inUse   int
 	memUsed int64
 	byOwner map[string]int
+	queued  int
+	freed   chan struct{} // closed, and replaced, whenever a run is released
 }
 
-func newGate(slots, reserved, share int, memory int64) *gate {
-	return &gate{slots: slots, reserved: reserved, share: share, memory: memory, byOwner: map[string]int{}}
+func newGate(slots, reserved, share int, memory int64, depth int, wait time.Duration, observe func(time.Duration, bool)) *gate {
+	if observe == nil {
+		observe = func(time.Duration, bool) {}
+	}
+	return &gate{slots: slots, reserved: reserved, share: share, memory: memory, depth: depth, wait: wait,
+		observe: observe, byOwner: map[string]int{}, freed: make(chan struct{})}
 }
 
 func busy(format string, args ...any) error {
 	return sandbox.Errorf(sandbox.ErrBusy, "busy", format+"; try again later", args...)
 }
 
-// take admits one run of owner holding mem bytes of results, or refuses.
-// release gives it back; it is safe to call more than once.
-func (g *gate) take(o Owner, mem int64) (release func(), err error) {
+// take admits one run of owner holding mem bytes of results, waiting in
+// the queue while it does not fit, or refuses. release gives it back; it
+// is safe to call more than once.
+func (g *gate) take(ctx context.Context, o Owner, mem int64) (release func(), err error) {
 	if mem > g.memory {
 		return nil, sandbox.Errorf(sandbox.ErrInvalid, "limit_too_high",
 			"limits: 2 × output + artifact_bytes is %s, more than the whole result memory %s (server.max_result_memory)",
 			sandbox.FormatSize(mem), sandbox.FormatSize(g.memory))
 	}
+	start := time.Now()
+	var timeout <-chan time.Time
+	queued := false
+	defer func() {
+		if queued {
+			g.mu.Lock()
+			g.queued--
+			g.mu.Unlock()
+		}
+		if queued || err == nil {
+			g.observe(time.Since(start), err == nil)
+		}
+	}()
+	for {
+		g.mu.Lock()
+		release, why := g.tryLocked(o, mem)
+		if why == nil {
+			g.mu.Unlock()
+			return release, nil
+		}
+		if !queued {
+			if g.queued >= g.depth || g.wait <= 0 {
+				g.mu.Unlock()
+				if g.depth > 0 && g.wait > 0 {
+					return nil, busy("%v, and the admission queue is full (server.queue_depth %d)", why, g.depth)
+				}
+				return nil, busy("%v", why)
+			}
+			g.queued++
+			queued = true
+			t := time.NewTimer(g.wait)
+			defer t.Stop()
+			timeout = t.C
+		}
+		freed := g.freed
+		g.mu.Unlock()
+		select {
+		case <-freed:
+		case <-timeout:
+			return nil, busy("%v, after waiting %v in the admission queue (server.queue_wait)", why, g.wait)
+		case <-ctx.Done():
+			return nil, sandbox.Errorf(sandbox.ErrUnavailable, "interrupted", "waiting for admission: %w", ctx.Err())
+		}
+	}
+}
+
+// tryLocked admits the run if it fits now; else it says why not.
+func (g *gate) tryLocked(o Owner, mem int64) (release func(), why error) {
 	shared := o.Name != "" && !o.Privileged
-	g.mu.Lock()
-	defer g.mu.Unlock()
 	switch {
 	case g.inUse >= g.slots:
-		return nil, busy("every run slot is taken (server.max_runs %d)", g.slots)
+		return nil, fmt.Errorf("every run slot is taken (server.max_runs %d)", g.slots)
 	case shared && g.inUse >= g.slots-g.reserved:
-		return nil, busy("the free run slots are kept for admin tokens (server.admin_runs %d of server.max_runs %d)", g.reserved, g.slots)
+		return nil, fmt.Errorf("the free run slots are kept for admin tokens (server.admin_runs %d of server.max_runs %d)", g.reserved, g.slots)
 	case shared && g.byOwner[o.Name] >= g.share:
-		return nil, busy("token %s holds %d run slots, its share (server.max_runs_per_token)", o.Name, g.share)
+		return nil, fmt.Errorf("token %s holds %d run slots, its share (server.max_runs_per_token)", o.Name, g.share)
 	case g.memUsed+mem > g.memory:
-		return nil, busy("the runs in flight hold %s of the %s of result memory, and this one may need %s (server.max_result_memory)",
+		return nil, fmt.Errorf("the runs in flight hold %s of the %s of result memory, and this one may need %s (server.max_result_memory)",
 			sandbox.FormatSize(g.memUsed), sandbox.FormatSize(g.memory), sandbox.FormatSize(mem))
 	}
 	g.inUse++
@@ -88,13 +150,16 @@ func (g *gate) take(o Owner, mem int64) (release func(), err error) {
 				delete(g.byOwner, o.Name)
 			}
 		}
+		close(g.freed) // the queue tries again
+		g.freed = make(chan struct{})
 	}), nil
 }
 
 func (g *gate) stats() AdmissionStats {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return AdmissionStats{Slots: g.slots, SlotsInUse: g.inUse, ResultMemory: g.memory, ResultMemoryInUse: g.memUsed}
+	return AdmissionStats{Slots: g.slots, SlotsInUse: g.inUse, ResultMemory: g.memory, ResultMemoryInUse: g.memUsed,
+		Queued: g.queued, QueueDepth: g.depth}
 }
 
 // Admission returns the run gate's counters.
@@ -114,15 +179,16 @@ type Ticket struct {
 // are applied to spec's limits (a limit over its maximum is ErrInvalid
 // naming the field), then a run slot is taken and the result memory the
 // limits allow (2 × output + artifact_bytes) reserved, within the owner's
-// share; what does not fit is refused at once with ErrBusy, code "busy".
-// The caller must Release the ticket.
-func (e *Engine) Admit(owner Owner, spec sandbox.Spec) (*Ticket, error) {
+// share; what does not fit waits in the admission queue (QueueDepth,
+// QueueWait), and is refused with ErrBusy, code "busy", when the queue is
+// full or the wait passes. The caller must Release the ticket.
+func (e *Engine) Admit(ctx context.Context, owner Owner, spec sandbox.Spec) (*Ticket, error) {
 	l, err := e.Limits(spec.Limits)
 	if err != nil {
 		return nil, err
 	}
 	spec.Limits = l
-	release, err := e.gate.take(owner, l.ResultBytes())
+	release, err := e.gate.take(ctx, owner, l.ResultBytes())
 	if err != nil {
 		return nil, err
 	}

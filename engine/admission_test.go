@@ -221,7 +221,7 @@ func TestTicketHeldUntilReleased(t *testing.T) {
 	p := &sandbox.Process{Args: []string{"true"}}
 	var tickets []*Ticket
 	for i := range 2 {
-		tk, err := e.Admit(Owner{}, sandbox.Spec{Limits: l})
+		tk, err := e.Admit(context.Background(), Owner{}, sandbox.Spec{Limits: l})
 		if err != nil {
 			t.Fatalf("ticket %d: %v", i, err)
 		}
@@ -233,12 +233,12 @@ func TestTicketHeldUntilReleased(t *testing.T) {
 	if st := e.Admission(); st.SlotsInUse != 2 || st.ResultMemoryInUse != 60*sandbox.MiB {
 		t.Fatalf("after two runs, before release: %+v", st)
 	}
-	_, err := e.Admit(Owner{}, sandbox.Spec{Limits: l})
+	_, err := e.Admit(context.Background(), Owner{}, sandbox.Spec{Limits: l})
 	if !errors.Is(err, sandbox.ErrBusy) || sandbox.CodeOf(err) != "busy" || !strings.Contains(err.Error(), "server.max_result_memory") {
 		t.Fatalf("a third 30 MiB run in 70 MiB: %v, want busy", err)
 	}
 	// A small run still fits (the default limits: 18 MiB).
-	small, err := e.Admit(Owner{}, sandbox.Spec{Limits: sandbox.Limits{Output: sandbox.MiB, ArtifactBytes: sandbox.MiB}})
+	small, err := e.Admit(context.Background(), Owner{}, sandbox.Spec{Limits: sandbox.Limits{Output: sandbox.MiB, ArtifactBytes: sandbox.MiB}})
 	if err != nil {
 		t.Fatalf("a 3 MiB run: %v", err)
 	}
@@ -248,14 +248,14 @@ func TestTicketHeldUntilReleased(t *testing.T) {
 	if st := e.Admission(); st.SlotsInUse != 1 || st.ResultMemoryInUse != 30*sandbox.MiB {
 		t.Fatalf("after one release: %+v", st)
 	}
-	if tk, err := e.Admit(Owner{}, sandbox.Spec{Limits: l}); err != nil {
+	if tk, err := e.Admit(context.Background(), Owner{}, sandbox.Spec{Limits: l}); err != nil {
 		t.Fatalf("after a release: %v", err)
 	} else {
 		tk.Release()
 	}
 	tickets[1].Release()
 	// More than the whole result memory can never run: invalid, not busy.
-	_, err = e.Admit(Owner{}, sandbox.Spec{Limits: sandbox.Limits{Output: 16 * sandbox.MiB, ArtifactBytes: 64 * sandbox.MiB}})
+	_, err = e.Admit(context.Background(), Owner{}, sandbox.Spec{Limits: sandbox.Limits{Output: 16 * sandbox.MiB, ArtifactBytes: 64 * sandbox.MiB}})
 	if !errors.Is(err, sandbox.ErrInvalid) || !strings.Contains(err.Error(), "more than the whole result memory") {
 		t.Fatalf("a run larger than the result memory: %v", err)
 	}
@@ -267,7 +267,7 @@ func TestTicketHeldUntilReleased(t *testing.T) {
 // the admin out). Owner{} (no tokens) has no share.
 func TestOwnerShares(t *testing.T) {
 	e := captureEngine(t, Options{MaxRuns: 4, ReservedRuns: 1})
-	admit := func(o Owner) (*Ticket, error) { return e.Admit(o, sandbox.Spec{}) }
+	admit := func(o Owner) (*Ticket, error) { return e.Admit(context.Background(), o, sandbox.Spec{}) }
 	alice, bob, root := Owner{Name: "alice"}, Owner{Name: "bob"}, Owner{Name: "root", Privileged: true}
 	var held []*Ticket
 	take := func(o Owner) {
@@ -309,9 +309,63 @@ func TestOwnerShares(t *testing.T) {
 	}
 	// With one slot, nothing is reserved and the share is that slot.
 	one := captureEngine(t, Options{MaxRuns: 1, ReservedRuns: 1})
-	tk, err := one.Admit(alice, sandbox.Spec{})
+	tk, err := one.Admit(context.Background(), alice, sandbox.Spec{})
 	if err != nil {
 		t.Fatalf("one slot: %v", err)
 	}
 	tk.Release()
+}
+
+// TestAdmissionQueue: a run that finds no slot waits in the queue and is
+// admitted when one frees; past the queue's depth or its wait it is busy,
+// and a cancelled wait ends at once. The observer hears of each wait.
+func TestAdmissionQueue(t *testing.T) {
+	var mu sync.Mutex
+	var waits []bool
+	e := captureEngine(t, Options{MaxRuns: 1, QueueDepth: 1, QueueWait: time.Hour,
+		AdmissionObserver: func(_ time.Duration, admitted bool) { mu.Lock(); waits = append(waits, admitted); mu.Unlock() }})
+	ctx := context.Background()
+	held, err := e.Admit(ctx, Owner{}, sandbox.Spec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 1)
+	go func() {
+		tk, err := e.Admit(ctx, Owner{}, sandbox.Spec{})
+		if err == nil {
+			tk.Release()
+		}
+		got <- err
+	}()
+	for e.Admission().Queued != 1 {
+		time.Sleep(time.Millisecond)
+	}
+	// The queue is full: the next is refused at once.
+	if _, err := e.Admit(ctx, Owner{}, sandbox.Spec{}); !errors.Is(err, sandbox.ErrBusy) || !strings.Contains(err.Error(), "queue is full") {
+		t.Fatalf("past the queue's depth: %v", err)
+	}
+	held.Release()
+	if err := <-got; err != nil {
+		t.Fatalf("the queued run was not admitted when the slot freed: %v", err)
+	}
+	// A wait that passes, and one that is cancelled.
+	short := captureEngine(t, Options{MaxRuns: 1, QueueDepth: 4, QueueWait: 50 * time.Millisecond})
+	h2, _ := short.Admit(ctx, Owner{}, sandbox.Spec{})
+	defer h2.Release()
+	if _, err := short.Admit(ctx, Owner{}, sandbox.Spec{}); !errors.Is(err, sandbox.ErrBusy) || !strings.Contains(err.Error(), "after waiting") {
+		t.Fatalf("past the wait: %v", err)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := short.Admit(cctx, Owner{}, sandbox.Spec{}); err == nil || sandbox.CodeOf(err) != "interrupted" {
+		t.Fatalf("a cancelled wait: %v", err)
+	}
+	if q := short.Admission().Queued; q != 0 {
+		t.Errorf("%d runs still counted in the queue", q)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(waits) != 2 || !waits[0] || !waits[1] { // the held run and the queued one; the refused one never queued
+		t.Errorf("observer heard %v", waits)
+	}
 }

@@ -66,6 +66,13 @@ type Options struct {
 	// ResultBytes) until it is released, and one that does not fit is
 	// refused busy. 0 means sandbox.HostResultMemory().
 	ResultMemory int64
+	// QueueDepth runs may wait for admission, each at most QueueWait,
+	// before one is refused busy; 0 (either) refuses at once.
+	QueueDepth int
+	QueueWait  time.Duration
+	// AdmissionObserver, when set, is told of every run that waited in
+	// the queue or was admitted: how long it waited and whether it got in.
+	AdmissionObserver func(waited time.Duration, admitted bool)
 	// Functions configure the function executor that Functions returns.
 	// Its Policy field is ignored: Policy above applies to every call.
 	Functions function.Options
@@ -129,7 +136,7 @@ func New(o Options) (*Engine, error) {
 		return nil, sandbox.Errorf(sandbox.ErrInvalid, "config_invalid", "the default limits: %w", err)
 	}
 	e := &Engine{opts: o, backends: map[string]sandbox.Backend{}, health: map[string]*probe{}, configs: map[string]any{}, stop: make(chan struct{}),
-		gate: newGate(o.MaxRuns, o.ReservedRuns, o.OwnerRuns, o.ResultMemory)}
+		gate: newGate(o.MaxRuns, o.ReservedRuns, o.OwnerRuns, o.ResultMemory, o.QueueDepth, o.QueueWait, o.AdmissionObserver)}
 	fx, err := function.New(function.EngineFunc(e.run), o.Functions)
 	if err != nil {
 		return nil, err
@@ -248,7 +255,7 @@ func (e *Engine) Maxima() sandbox.Limits { return e.opts.Max }
 // configured policy, holding a run slot and its result memory while it
 // runs (Admit, with no owner; the ticket is released when Run returns).
 func (e *Engine) Run(ctx context.Context, sel sandbox.Selection, spec sandbox.Spec, p *sandbox.Process) (*sandbox.Result, error) {
-	t, err := e.Admit(Owner{}, spec)
+	t, err := e.Admit(ctx, Owner{}, spec)
 	if err != nil {
 		return nil, err
 	}
@@ -276,7 +283,7 @@ func (e *Engine) Create(ctx context.Context, sel sandbox.Selection, spec sandbox
 	if err != nil {
 		return nil, err
 	}
-	release, err := e.gate.take(Owner{}, spec.Limits.ResultBytes())
+	release, err := e.gate.take(ctx, Owner{}, spec.Limits.ResultBytes())
 	if err != nil {
 		return nil, err
 	}

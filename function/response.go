@@ -122,6 +122,10 @@ func codeOf(err error) string {
 			return e.Code
 		}
 	}
+	if sandbox.CodeOf(err) == "isolation_unsupported" {
+		// The protocol's one code for "that isolation is not here".
+		return CodeIsolationUnavailable
+	}
 	switch sandbox.KindOf(err) {
 	case sandbox.ErrInvalid, sandbox.ErrNotFound:
 		return CodeInvalidRequest

@@ -1,11 +1,18 @@
 package integration
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
+
+	v1 "github.com/execbox/execbox/api/v1"
+	"github.com/execbox/execbox/sandbox"
 )
 
 // TestDockerHabits: flags end at the command, so the command's own flags
@@ -170,5 +177,38 @@ func TestRemoteCodesAreTheServers(t *testing.T) {
 	r := execbox(t, nil, `{"code":"def main(): pass"}`, "fn", "--remote", s.url)
 	if !strings.Contains(r.stdout, `"code":"unauthenticated"`) {
 		t.Fatalf("exit %d, stdout %q", r.code, r.stdout)
+	}
+}
+
+// TestBurstIsQueuedNotRefused: 40 clients sending 6 runs each at a server
+// with two run slots are all served: the admission queue holds the burst.
+// The latencies are logged (a measurement, not a bound).
+func TestBurstIsQueuedNotRefused(t *testing.T) {
+	s := startServer(t, append(localServe, "EXECBOX_SERVER_MAX_RUNS=2"))
+	c := s.client("")
+	var mu sync.Mutex
+	var took []time.Duration
+	codes := map[string]int{}
+	var wg sync.WaitGroup
+	for range 40 {
+		wg.Go(func() {
+			for range 6 {
+				start := time.Now()
+				_, err := c.Run(context.Background(), &v1.RunRequest{Command: []string{"true"}})
+				mu.Lock()
+				took = append(took, time.Since(start))
+				codes[sandbox.CodeOf(err)]++
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	slices.Sort(took)
+	t.Logf("240 runs: %v; p50 %v, p99 %v", codes, took[len(took)/2].Round(time.Millisecond), took[len(took)*99/100].Round(time.Millisecond))
+	if codes[""] != 240 {
+		t.Fatalf("not every run was served: %v", codes)
+	}
+	if m := s.metric(`execbox_admission_wait_seconds_count{outcome="admitted"}`); m < 240 {
+		t.Errorf("admission waits recorded: %v, want 240", m)
 	}
 }

@@ -27,7 +27,7 @@ func (g *globals) loadConfig() (*config.Config, *config.Provenance, error) {
 }
 
 // newEngine builds the engine the configuration describes.
-func newEngine(cfg *config.Config) (*engine.Engine, error) {
+func newEngine(cfg *config.Config, more ...func(*engine.Options)) (*engine.Engine, error) {
 	workRoot, stateDir, err := cfg.Dirs()
 	if err != nil {
 		return nil, err
@@ -38,7 +38,7 @@ func newEngine(cfg *config.Config) (*engine.Engine, error) {
 	if err := workdir.MakeRoot(workRoot); err != nil {
 		return nil, err
 	}
-	return engine.New(engine.Options{
+	o := engine.Options{
 		Backend:         cfg.Backend,
 		AllowUnisolated: cfg.AllowUnisolated,
 		Preference:      cfg.Preference,
@@ -50,6 +50,8 @@ func newEngine(cfg *config.Config) (*engine.Engine, error) {
 		ReservedRuns:    cfg.Server.AdminRuns,
 		OwnerRuns:       cfg.Server.MaxRunsPerToken,
 		ResultMemory:    cfg.Server.MaxResultMemory,
+		QueueDepth:      cfg.Server.QueueDepth,
+		QueueWait:       cfg.Server.QueueWait,
 		Functions: function.Options{
 			Concurrency:    cfg.Functions.Concurrency,
 			QueueTimeout:   cfg.Functions.QueueTimeout,
@@ -64,7 +66,11 @@ func newEngine(cfg *config.Config) (*engine.Engine, error) {
 				Defaults: cfg.Limits(),
 			}
 		},
-	})
+	}
+	for _, f := range more {
+		f(&o)
+	}
+	return engine.New(o)
 }
 
 // policy is the configured part of every request's sandbox policy.

@@ -13,9 +13,11 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/execbox/execbox/engine"
 	"github.com/execbox/execbox/internal/audit"
 	"github.com/execbox/execbox/internal/auth"
 	"github.com/execbox/execbox/internal/config"
+	"github.com/execbox/execbox/internal/metrics"
 	"github.com/execbox/execbox/internal/server"
 	"github.com/execbox/execbox/sandbox"
 )
@@ -82,7 +84,8 @@ func runServe(ctx context.Context, g *globals, listen string) error {
 				"set EXECBOX_TOKEN=<secret> or auth.tokens, or listen on 127.0.0.1", ln.Addr())
 	}
 
-	e, err := newEngine(cfg)
+	m := metrics.New()
+	e, err := newEngine(cfg, func(o *engine.Options) { o.AdmissionObserver = m.AdmissionWait })
 	if err != nil {
 		return err
 	}
@@ -104,6 +107,7 @@ func runServe(ctx context.Context, g *globals, listen string) error {
 		hosts = append(slices.Clone(hosts), h)
 	}
 	srv, err := server.New(server.Options{
+		Metrics:                  m,
 		Engine:                   e,
 		Auth:                     authn,
 		Audit:                    store,

@@ -76,6 +76,11 @@ type ServerSection struct {
 	// token can lock an admin out; at most max_runs − 1 of them are kept
 	// (none with one slot). Applies when tokens are configured.
 	AdminRuns int `yaml:"admin_runs"`
+	// QueueDepth runs may wait for a run slot, each at most QueueWait,
+	// before a run is answered busy (429 with Retry-After): a burst is
+	// served, not refused. 0 (either) answers busy at once.
+	QueueDepth int           `yaml:"queue_depth"`
+	QueueWait  time.Duration `yaml:"queue_wait"`
 	// MaxResultMemory bounds the output and artifacts the runs in flight
 	// may hold: each run reserves 2 × output + artifact_bytes of its limits
 	// from admission until its answer is written, and one that does not
@@ -158,7 +163,7 @@ func Default() *Config {
 		EnvAllowPrefix: []string{},
 		Functions:      FunctionsSection{Timeout: 15 * time.Second},
 		Server: ServerSection{
-			Listen: "127.0.0.1:8080", MaxBody: sandbox.MiB, AdminRuns: 1, MaxResultMemory: DefaultResultMemory(sandbox.HostMemory()),
+			Listen: "127.0.0.1:8080", MaxBody: sandbox.MiB, AdminRuns: 1, QueueDepth: 64, QueueWait: 10 * time.Second, MaxResultMemory: DefaultResultMemory(sandbox.HostMemory()),
 			WriteTimeout: 60 * time.Second, MaxHeaderBytes: 16 * sandbox.KiB, AllowedHosts: []string{}, AllowedOrigins: []string{},
 			ShutdownTimeout: 30 * time.Second,
 		},

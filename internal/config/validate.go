@@ -82,6 +82,8 @@ func (c *Config) check() (key, msg string) {
 		{"server.listen", c.Server.Listen == "", "must not be empty"},
 		positive("server.max_body", c.Server.MaxBody <= 0),
 		{"server.max_runs", c.Server.MaxRuns < 0, "must not be negative (0 = number of CPUs)"},
+		{"server.queue_depth", c.Server.QueueDepth < 0, "must not be negative (0 = answer busy at once)"},
+		{"server.queue_wait", c.Server.QueueWait < 0, "must not be negative (0 = answer busy at once)"},
 		{"server.max_runs_per_token", c.Server.MaxRunsPerToken < 0, "must not be negative (0 = half of max_runs)"},
 		{"server.admin_runs", c.Server.AdminRuns < 0, "must not be negative"},
 		positive("server.max_result_memory", c.Server.MaxResultMemory <= 0),

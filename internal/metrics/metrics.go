@@ -21,6 +21,7 @@ type Metrics struct {
 	auditErrors prometheus.Counter
 	authFailed  *prometheus.CounterVec
 	connsClosed *prometheus.CounterVec
+	admitWait   *prometheus.HistogramVec
 }
 
 // New returns a Metrics on a fresh registry.
@@ -61,6 +62,12 @@ func New() *Metrics {
 			Help: "Connections closed by the connection bounds, by reason: evicted (the oldest idle or unauthenticated one, for a new one) or refused (nothing to evict).",
 		}, []string{"reason"}),
 	}
+	m.admitWait = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "execbox_admission_wait_seconds",
+		Help:    "How long runs waited in the admission queue, by outcome (admitted, or refused when the queue was full or the wait passed).",
+		Buckets: []float64{0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30},
+	}, []string{"outcome"})
+	m.reg.MustRegister(m.admitWait)
 	m.reg.MustRegister(m.executions, m.duration, m.inFlight, m.busy, m.requests, m.auditErrors, m.authFailed, m.connsClosed,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -94,6 +101,15 @@ func (m *Metrics) Busy(op, code string) { m.busy.WithLabelValues(op, code).Inc()
 // Request records an HTTP answer; route is the matched pattern.
 func (m *Metrics) Request(route string, status int) {
 	m.requests.WithLabelValues(route, strconv.Itoa(status)).Inc()
+}
+
+// AdmissionWait records a run's wait for admission and its outcome.
+func (m *Metrics) AdmissionWait(d time.Duration, admitted bool) {
+	outcome := "refused"
+	if admitted {
+		outcome = "admitted"
+	}
+	m.admitWait.WithLabelValues(outcome).Observe(d.Seconds())
 }
 
 // AuditError records an audit row that could not be written.

@@ -158,6 +158,8 @@ func New(o Options) (*Server, error) {
 	s.handler = s.mux()
 	e := o.Engine
 	s.metrics.Gauge("execbox_run_slots", "Run slots (server.max_runs).", func() float64 { return float64(e.Admission().Slots) })
+	s.metrics.Gauge("execbox_admission_queued", "Runs waiting for a run slot now (at most server.queue_depth).",
+		func() float64 { return float64(e.Admission().Queued) })
 	s.metrics.Gauge("execbox_run_slots_in_use", "Run slots held now: by runs, and by their results until the answer is written.",
 		func() float64 { return float64(e.Admission().SlotsInUse) })
 	s.metrics.Gauge("execbox_result_memory_bytes", "The result memory bound (server.max_result_memory).",

@@ -460,9 +460,10 @@ func TestRoutingProblems(t *testing.T) {
 
 func TestUnavailableAndDenied(t *testing.T) {
 	en := newEnv(t, setup{})
-	// Nothing isolated is available for a tier: 503, nothing ran.
+	// No backend here gives a tier's isolation (only local is built):
+	// asking again cannot help, 400, nothing ran.
 	a := en.do("POST", "/v1/runs", `{"command":["true"],"tier":"standard"}`)
-	if a.status != 503 || a.problem(t).Code != "no_backend" {
+	if a.status != 400 || a.problem(t).Code != "isolation_unsupported" {
 		t.Errorf("tier: %d %s", a.status, a.body)
 	}
 	a = en.do("POST", "/v1/runs", `{"command":["true"],"min_isolation":"vm"}`)
@@ -542,7 +543,7 @@ func TestStream(t *testing.T) {
 	}
 	// A run refused before any output is a plain problem.
 	a = en.do("POST", "/v1/runs?stream=1", `{"command":["true"],"tier":"standard"}`)
-	if a.status != 503 || a.problem(t).Code != "no_backend" {
+	if a.status != 400 || a.problem(t).Code != "isolation_unsupported" {
 		t.Fatalf("refused stream: %d %s", a.status, a.body)
 	}
 
