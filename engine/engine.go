@@ -21,6 +21,10 @@ type Options struct {
 	Backend string
 	// AllowUnisolated lets the "local" backend run when it is named.
 	AllowUnisolated bool
+	// AllowWeakLimits lets a backend run whose limits do not bound the
+	// sandbox as a whole here (Capabilities.Weak: no cgroup, as for a
+	// rootless execbox); without it such a backend is refused.
+	AllowWeakLimits bool
 	// MinIsolation is the floor every request gets. auto and tiers never
 	// pick an unisolated backend whatever it is.
 	MinIsolation sandbox.Isolation

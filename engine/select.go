@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -102,6 +103,9 @@ func (e *Engine) named(ctx context.Context, name string, floor sandbox.Isolation
 		return nil, Decision{}, errorf(sandbox.ErrDenied, "isolation_too_weak",
 			"backend %s gives isolation %s, below the %s required by %s", name, iso, floor, why)
 	}
+	if err := e.weakRefused(name, b); err != nil {
+		return nil, Decision{}, err
+	}
 	// A named backend is not probed apart from the run: starting the
 	// sandbox is the probe, and a failed start fails closed. Only what is
 	// already known refuses it up front.
@@ -137,6 +141,10 @@ func (e *Engine) pick(ctx context.Context, tier string, floor sandbox.Isolation,
 		}
 		if iso < floor {
 			refused = append(refused, fmt.Sprintf("%s: isolation %s is below %s (%s)", name, iso, floor, why))
+			continue
+		}
+		if err := e.weakRefused(name, b); err != nil {
+			refused = append(refused, name+": "+err.Error())
 			continue
 		}
 		pref := slices.Index(e.opts.Preference, name)
@@ -209,6 +217,24 @@ func (e *Engine) pick(ctx context.Context, tier string, floor sandbox.Isolation,
 		because += "; not used: " + strings.Join(refused, "; ")
 	}
 	return e.backends[c.name], Decision{Backend: c.name, Isolation: c.iso, Because: because}, nil
+}
+
+// weakRefused refuses backend b when its limits do not bound a sandbox as
+// a whole here (Capabilities.Weak) and weak limits are not allowed: a run
+// never gets weaker bounds than it asked for without the operator saying
+// so. An unisolated backend is exempt: allow_unisolated already says it.
+func (e *Engine) weakRefused(name string, b sandbox.Backend) error {
+	caps := b.Capabilities()
+	if len(caps.Weak) == 0 || e.opts.AllowWeakLimits || caps.Isolation == sandbox.IsolationNone {
+		return nil
+	}
+	var ws []string
+	for _, k := range slices.Sorted(maps.Keys(caps.Weak)) {
+		ws = append(ws, k+" "+caps.Weak[k])
+	}
+	return errorf(sandbox.ErrUnavailable, "limits_unenforceable",
+		"backend %s cannot enforce the limits as asked here: %s; run execbox with a delegated cgroup (as root, or in a systemd unit or user slice with Delegate=yes), "+
+			"or allow these weaker bounds explicitly with allow_weak_limits: true (EXECBOX_ALLOW_WEAK_LIMITS=true)", name, strings.Join(ws, "; "))
 }
 
 // anyAtLeast reports whether a registered backend — built or not, ready or

@@ -286,3 +286,39 @@ func TestIsolationNoBackendCanGive(t *testing.T) {
 		t.Fatalf("kernel with the kernel backend not ready: %v", err)
 	}
 }
+
+// weakStub is a backend without a cgroup here: its limits are weak.
+type weakStub struct{ stub }
+
+func (w *weakStub) Capabilities() sandbox.Capabilities {
+	return sandbox.Capabilities{Isolation: sandbox.IsolationProcess, Weak: map[string]string{"memory": "per process only"}}
+}
+
+var weak = &weakStub{stub{name: "t-weak", iso: sandbox.IsolationProcess}}
+
+func init() {
+	sandbox.Register(sandbox.Registration{Name: "t-weak", New: func(sandbox.Settings) (sandbox.Backend, error) { return weak, nil }})
+}
+
+// TestWeakLimitsAreRefusedUnlessAllowed: a backend whose limits would not
+// bound the sandbox as asked is refused, named or picked, with how to
+// allow it; allow_weak_limits lets it run.
+func TestWeakLimitsAreRefusedUnlessAllowed(t *testing.T) {
+	weak.set(true, true, "ok")
+	for _, sel := range []sandbox.Selection{{Backend: "t-weak"}, {}} {
+		e, err := New(Options{Backends: []string{"t-weak"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = selectName(t, e, sel)
+		e.Close()
+		if !errors.Is(err, sandbox.ErrUnavailable) || !strings.Contains(err.Error(), "allow_weak_limits") || !strings.Contains(err.Error(), "memory per process only") {
+			t.Errorf("%+v: %v, want a refusal naming the weak limit and allow_weak_limits", sel, err)
+		}
+		e, _ = New(Options{Backends: []string{"t-weak"}, AllowWeakLimits: true})
+		if got, err := selectName(t, e, sel); err != nil || got != "t-weak" {
+			t.Errorf("%+v with allow_weak_limits: %q, %v", sel, got, err)
+		}
+		e.Close()
+	}
+}

@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -210,5 +212,57 @@ func TestBurstIsQueuedNotRefused(t *testing.T) {
 	}
 	if m := s.metric(`execbox_admission_wait_seconds_count{outcome="admitted"}`); m < 240 {
 		t.Errorf("admission waits recorded: %v, want 240", m)
+	}
+}
+
+// TestRootlessRefusesWeakLimits: as an unprivileged user, on a host with
+// no cgroup delegated to that user, native cannot bound memory, pids and
+// CPU for the sandbox as a whole: a run is refused, saying why and how to
+// allow weaker bounds; allowed, it runs; doctor shows what is enforced.
+func TestRootlessRefusesWeakLimits(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("switching to an unprivileged user needs root")
+	}
+	// The binary must be reachable by nobody.
+	if err := os.Chmod(filepath.Dir(binary), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// A home nobody reaches: t.TempDir's parent is root's alone.
+	home, err := os.MkdirTemp("", "execbox-nobody-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(home) })
+	if err := os.Chown(home, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	asNobody := func(env []string, args ...string) result {
+		t.Helper()
+		cmd := exec.Command(binary, args...)
+		cmd.Env = append([]string{"PATH=/usr/bin:/bin", "HOME=" + home, "XDG_RUNTIME_DIR=" + home}, env...)
+		cmd.Dir = home
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+		var out, errb strings.Builder
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		err := cmd.Run()
+		r := result{stdout: out.String(), stderr: errb.String()}
+		if ee, ok := err.(*exec.ExitError); ok {
+			r.code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	r := asNobody(nil, "run", "--backend", "native", "--", "true")
+	if r.code != 125 || !strings.Contains(r.stderr, "allow_weak_limits") || !strings.Contains(r.stderr, "limits_unenforceable") {
+		t.Fatalf("rootless run without allow_weak_limits: exit %d, stderr %q", r.code, r.stderr)
+	}
+	r = asNobody([]string{"EXECBOX_ALLOW_WEAK_LIMITS=true"}, "run", "--backend", "native", "--", "id", "-u")
+	if r.code != 0 || r.stdout != "65534\n" {
+		t.Fatalf("rootless run with allow_weak_limits: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	r = asNobody(nil, "doctor")
+	if !strings.Contains(r.stdout, "native enforces:") || !strings.Contains(r.stdout, "RLIMIT_AS") {
+		t.Errorf("doctor as nobody does not show native's per-process bounds:\n%s\n%s", r.stdout, r.stderr)
 	}
 }

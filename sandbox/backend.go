@@ -60,6 +60,11 @@ type Capabilities struct {
 	// Limits maps each limit to how this backend enforces it, as far as is
 	// known without starting a sandbox (e.g. "memory": "cgroup v1").
 	Limits map[string]string `json:"limits"`
+	// Weak names the limits that do not bound the sandbox as a whole here
+	// (memory, pids, cpus without a cgroup: per process, or not at all),
+	// each with why. The engine refuses a run on such a backend unless the
+	// configuration allows weak limits (allow_weak_limits).
+	Weak map[string]string `json:"weak,omitempty"`
 }
 
 // Health is a backend's state as last probed.

@@ -41,6 +41,7 @@ func newEngine(cfg *config.Config, more ...func(*engine.Options)) (*engine.Engin
 	o := engine.Options{
 		Backend:         cfg.Backend,
 		AllowUnisolated: cfg.AllowUnisolated,
+		AllowWeakLimits: cfg.AllowWeakLimits,
 		Preference:      cfg.Preference,
 		Defaults:        cfg.Limits(),
 		Max:             cfg.MaxLimit,

@@ -22,6 +22,11 @@ type Config struct {
 	Backend string `yaml:"backend"`
 	// AllowUnisolated permits the local backend, which does not isolate.
 	AllowUnisolated bool `yaml:"allow_unisolated"`
+	// AllowWeakLimits permits a backend whose limits do not bound the
+	// sandbox as a whole here (no cgroup, as for a rootless execbox:
+	// memory and pids per process, no CPU quota); without it such a
+	// backend is refused, never used with weaker bounds silently.
+	AllowWeakLimits bool `yaml:"allow_weak_limits"`
 	// Preference breaks ties within an isolation level when Backend is auto.
 	Preference []string `yaml:"preference"`
 	// Limit holds the default limits of every run (key "limits"); a

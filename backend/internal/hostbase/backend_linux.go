@@ -175,6 +175,21 @@ func (b *Backend[F]) Capabilities() sandbox.Capabilities {
 		Sessions:  true,
 		Networks:  []sandbox.Network{sandbox.NetworkNone, sandbox.NetworkHost},
 		Limits:    maps.Clone(b.Host().Limits),
+		Weak:      b.Host().weak(),
+	}
+}
+
+// weak names the limits no cgroup bounds here: without one, memory and
+// pids fall back to per-process rlimits and CPU has no quota.
+func (h *Host[F]) weak() map[string]string {
+	if h.Cgroups != nil {
+		return nil
+	}
+	why := "no usable cgroup (" + h.CgroupInfo + ")"
+	return map[string]string{
+		"memory": "per process only (RLIMIT_AS): " + why,
+		"pids":   "per user namespace (RLIMIT_NPROC), not per sandbox: " + why,
+		"cpus":   "not enforced: " + why,
 	}
 }
 
