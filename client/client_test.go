@@ -133,9 +133,10 @@ func TestClient(t *testing.T) {
 	if !errors.Is(err, sandbox.ErrInvalid) || sandbox.CodeOf(err) != function.CodeInvalidCode {
 		t.Fatalf("invalid code: %v", err)
 	}
-	// A refused stream is a problem too.
+	// A refused stream is a problem too (only local is built here: no
+	// backend could ever give the tier's isolation).
 	_, err = c.RunStream(ctx, &v1.RunRequest{Command: []string{"true"}, Tier: "standard"}, nil, nil)
-	if !errors.Is(err, sandbox.ErrUnavailable) || sandbox.CodeOf(err) != "no_backend" {
+	if !errors.Is(err, sandbox.ErrInvalid) || sandbox.CodeOf(err) != "isolation_unsupported" {
 		t.Fatalf("refused stream: %v", err)
 	}
 	anon := newClient(t, url)
