@@ -10,7 +10,7 @@ import (
 var allowLocal = []string{"EXECBOX_ALLOW_UNISOLATED=true"}
 
 func TestLocalEnvIsAllowlisted(t *testing.T) {
-	r := execbox(t, append(allowLocal, "EXECBOX_IT_SECRET=hunter2"), "",
+	r := execbox(t, append(allowLocal, "IT_HOST_SECRET=hunter2"), "",
 		"run", "--backend", "local", "--", "python3", "-c", "import os; print(sorted(os.environ))")
 	if r.code != 0 {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
@@ -25,7 +25,7 @@ func TestLocalEnvIsAllowlisted(t *testing.T) {
 			t.Fatalf("variable %s reached the program; got %s (want a subset of %s plus LC_*/TZ)", name, r.stdout, want)
 		}
 	}
-	if strings.Contains(r.stdout, "EXECBOX_IT_SECRET") {
+	if strings.Contains(r.stdout, "IT_HOST_SECRET") {
 		t.Fatal("host secret leaked")
 	}
 }
