@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -21,6 +20,7 @@ import (
 	"github.com/execbox/execbox/internal/audit"
 	"github.com/execbox/execbox/internal/auth"
 	"github.com/execbox/execbox/internal/server"
+	"github.com/execbox/execbox/internal/testutil"
 	"github.com/execbox/execbox/sandbox"
 )
 
@@ -71,9 +71,7 @@ func newClient(t *testing.T, url string, opts ...Option) *Client {
 }
 
 func TestClient(t *testing.T) {
-	if _, err := exec.LookPath("python3"); err != nil {
-		t.Skip("python3 not found")
-	}
+	testutil.RequiresBinary(t, "python3", "python3")
 	url := serve(t)
 	ctx := context.Background()
 	c := newClient(t, url+"/", WithToken("secret"))

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	v1 "github.com/execbox/execbox/api/v1"
+	"github.com/execbox/execbox/internal/testutil"
 	"github.com/execbox/execbox/sandbox"
 )
 
@@ -220,9 +221,7 @@ func TestBurstIsQueuedNotRefused(t *testing.T) {
 // CPU for the sandbox as a whole: a run is refused, saying why and how to
 // allow weaker bounds; allowed, it runs; doctor shows what is enforced.
 func TestRootlessRefusesWeakLimits(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("switching to an unprivileged user needs root")
-	}
+	testutil.RequiresRoot(t, "root")
 	// The binary must be reachable by nobody.
 	if err := os.Chmod(filepath.Dir(binary), 0o755); err != nil {
 		t.Fatal(err)

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	v1 "github.com/execbox/execbox/api/v1"
+	"github.com/execbox/execbox/internal/testutil"
 	"github.com/execbox/execbox/sandbox"
 )
 
@@ -308,9 +309,7 @@ func (s *server) metric2(scrape, name string) float64 {
 // directory root owns, with entries the start-up cleanup would delete.
 // serve (and run) refuse the work root and delete nothing.
 func TestServePlantedWorkRoot(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("planting as another user needs root")
-	}
+	testutil.RequiresRoot(t, "root")
 	tmp := t.TempDir()
 	if err := syscall.Chmod(tmp, 0o1777); err != nil {
 		t.Fatal(err)

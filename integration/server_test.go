@@ -28,6 +28,7 @@ import (
 	"github.com/execbox/execbox/client"
 	"github.com/execbox/execbox/function"
 	"github.com/execbox/execbox/internal/auth"
+	"github.com/execbox/execbox/internal/testutil"
 	"github.com/execbox/execbox/sandbox"
 )
 
@@ -249,9 +250,7 @@ func touch(t *testing.T, path string) {
 
 func requirePython(t *testing.T) {
 	t.Helper()
-	if _, err := exec.LookPath("python3"); err != nil {
-		t.Skipf("python3 not found: %v", err)
-	}
+	testutil.RequiresBinary(t, "python3", "python3")
 }
 
 // TestServeEndpoints calls every endpoint of a real server.
@@ -802,10 +801,7 @@ func TestServeDefaultBackend(t *testing.T) {
 	c := s.client("")
 	ctx := context.Background()
 	if err := c.Ready(ctx); err != nil {
-		if slices.Contains(strings.FieldsFunc(os.Getenv("EXECBOX_REQUIRE"), func(r rune) bool { return r == ',' || r == ' ' }), "serve") {
-			t.Fatalf("no isolated backend is ready (EXECBOX_REQUIRE=serve): %v", err)
-		}
-		t.Skipf("no isolated backend is ready: %v", err)
+		testutil.SkipOrFail(t, "serve", "no isolated backend is ready: %v", err)
 	}
 	res, err := c.Run(ctx, &v1.RunRequest{Command: []string{"sh", "-c", "echo hi"}})
 	if err != nil || res.Stdout != "hi\n" || res.Isolation == sandbox.IsolationNone {

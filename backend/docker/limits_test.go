@@ -106,7 +106,7 @@ func pidsCgroup(t *testing.T, b *Backend, id string) string {
 	}
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", in.Container.State.Pid))
 	if err != nil {
-		t.Skipf("the engine's processes are not visible on this host: %v", err)
+		testutil.SkipOrFail(t, "docker", "the engine's processes are not visible on this host: %v", err)
 	}
 	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
 		f := strings.SplitN(line, ":", 3)
@@ -122,7 +122,7 @@ func pidsCgroup(t *testing.T, b *Backend, id string) string {
 			}
 		}
 	}
-	t.Skipf("no pids cgroup in %q", data)
+	testutil.SkipOrFail(t, "docker", "no pids cgroup in %q", data)
 	return ""
 }
 

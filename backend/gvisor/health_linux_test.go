@@ -65,7 +65,7 @@ func TestHealthOldRunscNotReady(t *testing.T) {
 	const old = "/usr/bin/runsc"
 	out, err := exec.Command(old, "--version").Output()
 	if err != nil || !strings.Contains(string(out), "20221219") {
-		t.Skipf("%s is not Debian 12's runsc 20221219 (%v): nothing to show", old, err)
+		testutil.SkipOrFail(t, "runsc-debian", "%s is not Debian 12's runsc 20221219 (%v): nothing to show", old, err)
 	}
 	b := mustBackend(t, sandbox.Settings{WorkRoot: t.TempDir(), Config: testutil.With(DefaultConfig, func(c *Config) { c.Runsc = old })})
 	t.Cleanup(func() { b.Close() })

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/execbox/execbox/internal/testutil"
 	"golang.org/x/sys/unix"
 )
 
@@ -213,7 +214,7 @@ func TestOpenChoosesV2OnlyWithControllers(t *testing.T) {
 	}
 	mnt, ok := findV2Mount(mounts)
 	if !ok {
-		t.Skip("no cgroup2 mount")
+		testutil.SkipOrFail(t, "cgroup2", "no cgroup2 mount")
 	}
 	self, err := readSelfCgroup("/proc/self/cgroup")
 	if err != nil {
@@ -221,7 +222,7 @@ func TestOpenChoosesV2OnlyWithControllers(t *testing.T) {
 	}
 	base, err := v2Base(mnt, self)
 	if err != nil {
-		t.Skipf("own v2 cgroup not visible: %v", err)
+		testutil.SkipOrFail(t, "cgroup2", "own v2 cgroup not visible: %v", err)
 	}
 	data, err := os.ReadFile(filepath.Join(base, "cgroup.controllers"))
 	if err != nil {
@@ -657,7 +658,7 @@ func TestV2CoreOnRealMount(t *testing.T) {
 	}
 	mnt, ok := findV2Mount(mounts)
 	if !ok {
-		t.Skip("no cgroup2 mount")
+		testutil.SkipOrFail(t, "cgroup2", "no cgroup2 mount")
 	}
 	self, err := readSelfCgroup("/proc/self/cgroup")
 	if err != nil {
@@ -665,7 +666,7 @@ func TestV2CoreOnRealMount(t *testing.T) {
 	}
 	base, err := v2Base(mnt, self)
 	if err != nil {
-		t.Skip(err)
+		testutil.SkipOrFail(t, "cgroup2", "own v2 cgroup not visible: %v", err)
 	}
 	m := &Manager{version: V2, v2base: base}
 	parent := filepath.Join(base, parentName)
@@ -673,7 +674,7 @@ func TestV2CoreOnRealMount(t *testing.T) {
 		madeParents = append(madeParents, parent)
 	}
 	if err := m.ensureParentV2(); err != nil {
-		t.Skipf("cannot use %s: %v", base, err)
+		testutil.SkipOrFail(t, "cgroup2", "cannot use %s: %v", base, err)
 	}
 	v2Parents = append(v2Parents, parent)
 

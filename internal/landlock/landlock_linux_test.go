@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/execbox/execbox/internal/testutil"
 	"golang.org/x/sys/unix"
 )
 
@@ -153,7 +154,7 @@ func TestRestrict(t *testing.T) {
 		t.Skip("landlock is unavailable")
 	}
 	if _, err := os.Stat("/usr/bin/python3"); err != nil {
-		t.Skip("/usr/bin/python3 is missing")
+		testutil.SkipOrFail(t, "python3", "/usr/bin/python3 is missing")
 	}
 	base := t.TempDir()
 	cfg := victimConfig{

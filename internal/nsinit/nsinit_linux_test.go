@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/execbox/execbox/internal/testutil"
 )
 
 func validConfig() *Config {
@@ -82,7 +84,7 @@ func TestFraming(t *testing.T) {
 func fakeInit(t *testing.T, body string) string {
 	t.Helper()
 	if _, err := os.Stat("/usr/bin/python3"); err != nil {
-		t.Skip("python3 is not installed")
+		testutil.SkipOrFail(t, "python3", "python3 is not installed")
 	}
 	p := filepath.Join(t.TempDir(), "fake-init")
 	script := "#!/usr/bin/python3\nimport os, struct, sys, threading\nctl = 3\n" +

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/elastic/go-seccomp-bpf/arch"
+	"github.com/execbox/execbox/internal/testutil"
 	moby "github.com/moby/profiles/seccomp"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/net/bpf"
@@ -465,7 +466,7 @@ func TestVictim(t *testing.T) {
 
 	t.Run("control", func(t *testing.T) {
 		if !hasCapSysAdmin() {
-			t.Skip("without CAP_SYS_ADMIN the kernel itself answers EPERM to many probes")
+			testutil.SkipOrFail(t, "root", "without CAP_SYS_ADMIN the kernel itself answers EPERM to many probes")
 		}
 		control := runVictim(t, "control")
 		for name, want := range denied {

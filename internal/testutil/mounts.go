@@ -114,7 +114,7 @@ with multiprocessing.Pool(2) as p:
 		t.Fatalf("python: %q %q", res.Stdout, res.Stderr)
 	}
 	if _, err := os.Stat("/usr/bin/node"); err != nil {
-		t.Skip("node is not installed")
+		SkipOrFail(t, "node", "node is not installed")
 	}
 	res = Run(t, b, sandbox.Spec{}, "node", "-e", `console.log(require("os").userInfo().username, require("tls").rootCertificates.length > 0)`)
 	WantOK(t, res)

@@ -28,7 +28,7 @@ func SkipOrFail(t testing.TB, feature, format string, args ...any) {
 func RequiresRoot(t testing.TB, feature string) {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		SkipOrFail(t, feature, "%s backend tests run as root (euid %d)", feature, os.Geteuid())
+		SkipOrFail(t, feature, "%s tests need root (euid %d)", feature, os.Geteuid())
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/execbox/execbox/internal/testutil"
 	"github.com/execbox/execbox/sandbox"
 )
 
@@ -168,9 +169,7 @@ func TestWriteRefusesFIFO(t *testing.T) {
 // A full work dir is a limit (ErrLimit, work_size_exceeded), not an
 // internal error.
 func TestWriteFullWorkDir(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("mounting a small tmpfs needs root")
-	}
+	testutil.RequiresRoot(t, "root")
 	w := newWD(t)
 	if err := unix.Mount("tmpfs", w.Path, "tmpfs", 0, "size=64k"); err != nil {
 		t.Fatal(err)

@@ -1,0 +1,92 @@
+//go:build ignore
+
+// testreport reads `go test -json` on stdin and prints what a person reads
+// in a CI log: each package's result line as it ends, the whole output of
+// every failed test, and at the end every skipped test with its reason, so
+// a skip CI could have lifted is seen. It exits 1 if anything failed.
+//
+//	go test -json ./... | go run scripts/testreport.go
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+)
+
+type event struct {
+	Action  string
+	Package string
+	Test    string
+	Output  string
+}
+
+func main() {
+	out := map[string][]string{} // package + test → its output lines
+	var skips []string
+	failed := false
+	in := bufio.NewScanner(os.Stdin)
+	in.Buffer(make([]byte, 1<<20), 16<<20)
+	for in.Scan() {
+		var e event
+		if err := json.Unmarshal(in.Bytes(), &e); err != nil {
+			// Not an event (a build error): pass it on as it is.
+			fmt.Println(in.Text())
+			continue
+		}
+		key := e.Package + " " + e.Test
+		switch e.Action {
+		case "build-output":
+			fmt.Print(e.Output)
+		case "build-fail":
+			failed = true
+		case "output":
+			if e.Test == "" {
+				// Package-level lines: ok/FAIL, panics, build failures.
+				if !strings.HasPrefix(e.Output, "=== ") && !strings.HasPrefix(e.Output, "PASS") {
+					fmt.Print(e.Output)
+				}
+				continue
+			}
+			out[key] = append(out[key], e.Output)
+		case "fail":
+			if e.Test != "" {
+				failed = true
+				for _, l := range out[key] {
+					if !strings.HasPrefix(l, "=== ") {
+						fmt.Print(l)
+					}
+				}
+			} else {
+				failed = true
+			}
+			delete(out, key)
+		case "skip":
+			if e.Test != "" {
+				why := ""
+				for _, l := range out[key] {
+					if t := strings.TrimSpace(l); t != "" && !strings.HasPrefix(t, "=== ") && !strings.HasPrefix(t, "--- SKIP") {
+						why = t
+					}
+				}
+				skips = append(skips, fmt.Sprintf("%s %s: %s", e.Package, e.Test, why))
+			}
+			delete(out, key)
+		case "pass":
+			delete(out, key)
+		}
+	}
+	if err := in.Err(); err != nil {
+		fmt.Fprintln(os.Stderr, "testreport:", err)
+		failed = true
+	}
+	fmt.Printf("== skipped tests (%d)\n", len(skips))
+	for _, s := range skips {
+		fmt.Println(s)
+	}
+	if failed {
+		os.Exit(1)
+	}
+}
