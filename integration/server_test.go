@@ -28,6 +28,7 @@ import (
 	"github.com/execbox/execbox/client"
 	"github.com/execbox/execbox/function"
 	"github.com/execbox/execbox/internal/auth"
+	"github.com/execbox/execbox/internal/cgroups"
 	"github.com/execbox/execbox/internal/testutil"
 	"github.com/execbox/execbox/sandbox"
 )
@@ -654,15 +655,15 @@ func sandboxLeftovers(root string, running bool) []string {
 
 var perProcessBase = regexp.MustCompile(`^[0-9]+\.[0-9a-f]+$`)
 
-// cgroupsOf lists the sandbox cgroups of process pid still present
-// (native names them execbox-<pid>-<id> under an "execbox" parent).
+// cgroupsOf lists the sandbox cgroups of process pid still present, where
+// the cgroups manager makes them (the server is this test's child: the
+// same host, the same parents).
 func cgroupsOf(pid int) []string {
-	var out []string
-	for _, pat := range []string{"/sys/fs/cgroup/execbox/execbox-%d-*", "/sys/fs/cgroup/*/execbox/execbox-%d-*"} {
-		m, _ := filepath.Glob(fmt.Sprintf(pat, pid))
-		out = append(out, m...)
+	m, err := cgroups.Open()
+	if err != nil {
+		return nil
 	}
-	return out
+	return m.Leaves(pid)
 }
 
 // loadBackend is the environment the load test runs on: native where it
@@ -716,6 +717,22 @@ func TestServeLoad(t *testing.T) {
 	var failures sync.Map
 	start := time.Now()
 	var wg sync.WaitGroup
+	// The cgroup probe must see the server's live sandboxes during the
+	// load before its "nothing left" afterwards means anything.
+	var seenCgroups atomic.Int64
+	sampling := make(chan struct{})
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		for {
+			select {
+			case <-sampling:
+				return
+			case <-time.After(2 * time.Millisecond):
+				seenCgroups.Store(max(seenCgroups.Load(), int64(len(cgroupsOf(s.cmd.Process.Pid)))))
+			}
+		}
+	}()
 	for range workers {
 		wg.Go(func() {
 			for i := next.Add(1); i <= calls; i = next.Add(1) {
@@ -734,6 +751,11 @@ func TestServeLoad(t *testing.T) {
 	}
 	wg.Wait()
 	took := time.Since(start)
+	close(sampling)
+	<-sampled
+	if backend == "native" && seenCgroups.Load() == 0 {
+		t.Errorf("the cgroup probe never saw a sandbox of the server's during %d calls", calls)
+	}
 	t.Logf("%d calls on %s in %v: %d ok, %d busy (429)", calls, backend, took.Round(time.Millisecond), ok.Load(), busy.Load())
 	failures.Range(func(k, v any) bool {
 		t.Errorf("call %v: %v", k, v)

@@ -91,6 +91,19 @@ func (m *Manager) parents() []string {
 	return nil
 }
 
+// Leaves lists the leaf directories of the cgroups process pid made
+// (execbox-<pid>-*), in every hierarchy this host uses: where a leak
+// check looks, wherever the parent is (below the process's own cgroup on
+// a v2 host under systemd).
+func (m *Manager) Leaves(pid int) []string {
+	var out []string
+	for _, p := range m.parents() {
+		found, _ := filepath.Glob(filepath.Join(p, fmt.Sprintf("execbox-%d-*", pid)))
+		out = append(out, found...)
+	}
+	return out
+}
+
 // Create makes the cgroup execbox-<pid>-<id> under the "execbox" parent
 // and applies l.
 func (m *Manager) Create(id string, l Limits) (*Cgroup, error) {
