@@ -101,7 +101,7 @@ func TestBusy(t *testing.T) {
 		queue time.Duration
 	}{{"at-once", 0}, {"after-queue-timeout", 150 * time.Millisecond}} {
 		t.Run(tc.name, func(t *testing.T) {
-			g := &gateRunner{inner: &hostRunner{t: t}, started: make(chan struct{}, 1), release: make(chan struct{})}
+			g := &gateRunner{inner: newHostRunner(t), started: make(chan struct{}, 1), release: make(chan struct{})}
 			e, err := New(g, Options{Concurrency: 1, QueueTimeout: tc.queue})
 			if err != nil {
 				t.Fatal(err)
@@ -127,7 +127,7 @@ func TestBusy(t *testing.T) {
 		})
 	}
 	t.Run("waits-for-a-slot", func(t *testing.T) {
-		g := &gateRunner{inner: &hostRunner{t: t}, started: make(chan struct{}, 2), release: make(chan struct{})}
+		g := &gateRunner{inner: newHostRunner(t), started: make(chan struct{}, 2), release: make(chan struct{})}
 		e, err := New(g, Options{Concurrency: 1, QueueTimeout: 10 * time.Second})
 		if err != nil {
 			t.Fatal(err)
@@ -147,7 +147,7 @@ func TestBusy(t *testing.T) {
 		wantOK(t, <-second, `1`)
 	})
 	t.Run("interrupted-while-queued", func(t *testing.T) {
-		g := &gateRunner{inner: &hostRunner{t: t}, started: make(chan struct{}, 1), release: make(chan struct{})}
+		g := &gateRunner{inner: newHostRunner(t), started: make(chan struct{}, 1), release: make(chan struct{})}
 		e, err := New(g, Options{Concurrency: 1, QueueTimeout: 10 * time.Second})
 		if err != nil {
 			t.Fatal(err)
@@ -251,7 +251,7 @@ func TestSandboxFailed(t *testing.T) {
 		e, _ := newExecutor(t, Options{})
 		r := execute(t, e, Python, "import os, signal\ndef main():\n    os.kill(os.getpid(), signal.SIGKILL)", "")
 		wantCode(t, r, CodeSandboxFailed)
-		if !strings.Contains(r.Error, "signaled (killed)") {
+		if !strings.Contains(r.Error, "signaled (SIGKILL)") {
 			t.Errorf("error = %q", r.Error)
 		}
 	})

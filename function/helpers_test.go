@@ -46,7 +46,7 @@ func requireInterpreter(t testing.TB, lang Language) {
 
 func newExecutor(t testing.TB, o Options) (*Executor, *hostRunner) {
 	t.Helper()
-	h := &hostRunner{t: t}
+	h := newHostRunner(t)
 	e, err := New(h, o)
 	if err != nil {
 		t.Fatal(err)

@@ -19,8 +19,8 @@ func TestSeedExample(t *testing.T) {
 			code := pick(lang, "def main(a, b):\n    return a + b", "function main(a, b) { return a + b }")
 			r := execute(t, e, lang, code, `{"a": 2, "b": 40}`)
 			wantOK(t, r, `42`)
-			if r.Backend != "host-test" || r.Isolation != "none" {
-				t.Errorf("backend/isolation = %q/%q, want host-test/none", r.Backend, r.Isolation)
+			if r.Backend != "local" || r.Isolation != "none" {
+				t.Errorf("backend/isolation = %q/%q, want local/none", r.Backend, r.Isolation)
 			}
 			var sb strings.Builder
 			if err := WriteResponse(&sb, r); err != nil {
