@@ -149,13 +149,22 @@ func (b *Backend) Health(ctx context.Context) sandbox.Health {
 	switch {
 	case err != nil:
 		h.Reason = "probe container failed: " + err.Error()
+		return h
 	case !res.Succeeded():
 		h.Reason = fmt.Sprintf("probe /bin/true in %s ended %s (exit %d): %s", b.cfg.Image, res.Reason, res.ExitCode, res.Stderr)
-	default:
-		h.Available, h.Ready = true, true
-		h.Reason = fmt.Sprintf("docker %s at %s (API %s): a hardened %s container ran /bin/true in %v",
-			v.Version, b.host, b.cli.ClientVersion(), b.cfg.Image, time.Since(start).Round(time.Millisecond))
+		return h
 	}
+	took := time.Since(start)
+	// Ready only when ordinary programs work in the image under these
+	// flags: the smoke check every backend passes.
+	h.Available = true
+	if ok, why := sandbox.Smoke(ctx, b, sandbox.Spec{}); !ok {
+		h.Reason = fmt.Sprintf("not ready: %s (in a hardened %s container)", why, b.cfg.Image)
+		return h
+	}
+	h.Ready = true
+	h.Reason = fmt.Sprintf("docker %s at %s (API %s): a hardened %s container ran /bin/true in %v and passed the smoke check",
+		v.Version, b.host, b.cli.ClientVersion(), b.cfg.Image, took.Round(time.Millisecond))
 	return h
 }
 

@@ -95,7 +95,8 @@
 // an engine that is down makes Health unavailable and every operation
 // ErrUnavailable (code engine_unavailable) naming the address, and the
 // next operation after it is back simply works. Health is ready only when
-// the configured image is present and a probe container ran /bin/true.
+// the configured image is present, a probe container ran /bin/true and
+// one passed the smoke check every backend passes (sandbox.Smoke).
 //
 // # Leftovers and the backstop
 //

@@ -22,17 +22,20 @@ import (
 // as fast as it can, until a file "stop" appears; it prints "swapping"
 // first and "swaps N" every 500 rounds.
 const swapProgram = `
-import os, shutil, sys
+import os, shutil, sys, time
 V = sys.argv[1]
 def swap(path, target):
     # path becomes a symlink to target for a moment, then is itself again.
     # The program is the only one making symlinks, and it removes its own
     # before it returns: "d" is never a symlink while "d/f" is swapped.
+    # The symlink stays ~0.1 ms, so a check-then-use window on the host
+    # side walks into it often, not once in tens of thousands of tries.
     tmp = path + ".real"
     try: os.rename(path, tmp)
     except OSError: return
     try: os.symlink(target, path)
     except OSError: pass
+    time.sleep(0.0001)
     try:
         if os.path.islink(path): os.unlink(path)
     except OSError: pass
@@ -48,6 +51,7 @@ n = 0
 while not os.path.exists("stop") and n < 10_000_000:
     swap("d", V)
     swap("d/f", V + "/f")
+    time.sleep(0.0002)  # as long real as symlinked, about
     n += 1
     if n % 500 == 0:
         print("swaps", n, flush=True)

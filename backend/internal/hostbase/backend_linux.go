@@ -180,9 +180,10 @@ func (b *Backend[F]) Capabilities() sandbox.Capabilities {
 }
 
 // weak names the limits no cgroup bounds here: without one, memory and
-// pids fall back to per-process rlimits and CPU has no quota.
+// pids fall back to per-process rlimits and CPU has no quota. A host
+// the backend cannot use at all is unavailable (Admit says why), not weak.
 func (h *Host[F]) weak() map[string]string {
-	if h.Cgroups != nil {
+	if h.Cgroups != nil || h.Err != nil {
 		return nil
 	}
 	why := "no usable cgroup (" + h.CgroupInfo + ")"
