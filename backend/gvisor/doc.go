@@ -34,6 +34,12 @@
 // the host's table to that: each one the policy allows answers exactly as
 // without a policy, each one it denies EPERM.
 //
+// What runsc says about itself (version, platforms, flags, the syscall
+// table: four runsc starts, 50–150 ms) is kept in the state dir
+// (gvisor-runsc.json) under the binary's inode, size and mtime, so a CLI
+// call does not ask again; a rebuilt runsc is asked anew, and a kept file
+// that someone else could have written is ignored.
+//
 // Limits on the whole sandbox come from a cgroup made with internal/cgroups
 // before runsc starts and named in the bundle (linux.cgroupsPath): runsc
 // starts the sentry, the gofer and the platform's stub processes inside it

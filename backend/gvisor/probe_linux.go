@@ -3,6 +3,7 @@ package gvisor
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -20,8 +21,9 @@ const healthTTL = time.Minute
 // concurrent use.
 type Backend struct {
 	*hostbase.Backend[facts]
-	cfg    Config
-	hidden []string // execbox's work roots, never mounted
+	cfg        Config
+	hidden     []string // execbox's work roots, never mounted
+	runscCache string   // the file runsc's answers are kept in ("": none)
 }
 
 // facts are what the gvisor backend finds out about the host besides
@@ -37,6 +39,9 @@ type host = hostbase.Host[facts]
 
 func build(cfg Config, s sandbox.Settings) sandbox.Backend {
 	b := &Backend{cfg: cfg, hidden: []string{s.Root()}}
+	if s.StateDir != "" {
+		b.runscCache = filepath.Join(s.StateDir, runscCacheFile)
+	}
 	b.Backend = hostbase.NewBackend(b, s, hostbase.Options[facts]{
 		Name:          Name,
 		Isolation:     sandbox.IsolationKernel,
@@ -75,7 +80,11 @@ func (b *Backend) probe(h *host) error {
 	if h.Rootless() {
 		return fmt.Errorf("the gvisor backend runs runsc as root (euid is %d); rootless runsc has no cgroup limits", os.Geteuid())
 	}
-	r, err := findRunsc(b.cfg.Runsc)
+	_, goarch, err := hostSyscalls()
+	if err != nil {
+		return err
+	}
+	r, table, err := loadRunsc(b.cfg.Runsc, b.runscCache, goarch)
 	if err != nil {
 		return err
 	}
@@ -85,14 +94,6 @@ func (b *Backend) probe(h *host) error {
 	if h.Cgroups != nil {
 		h.Own.hier = h.Cgroups.Hierarchies()
 		reconcileExtra(h.Own.hier)
-	}
-	_, goarch, err := hostSyscalls()
-	if err != nil {
-		return err
-	}
-	table, err := r.syscalls(goarch)
-	if err != nil {
-		return err
 	}
 	if h.Own.policy, err = seccompPolicy(table); err != nil {
 		return err

@@ -36,13 +36,18 @@ type runsc struct {
 // release; each means the same from runsc 2022 to today.
 var requiredFlags = []string{"root", "platform", "network", "oci-seccomp", "log", "debug-log", "debug-command", "strace", "strace-syscalls"}
 
-// findRunsc resolves name and asks the binary for its version and
-// platforms. Only flags every runsc release since 2022 knows are used.
-func findRunsc(name string) (*runsc, error) {
+// lookRunsc resolves name in PATH.
+func lookRunsc(name string) (string, error) {
 	path, err := exec.LookPath(name)
 	if err != nil {
-		return nil, fmt.Errorf("finding runsc: %w", err)
+		return "", fmt.Errorf("finding runsc: %w", err)
 	}
+	return path, nil
+}
+
+// findRunsc asks the binary at path for its version, platforms and flags.
+// Only flags every runsc release since 2022 knows are used.
+func findRunsc(path string) (*runsc, error) {
 	r := &runsc{path: path}
 	out, err := r.output("--version")
 	if err != nil {
@@ -62,10 +67,6 @@ func findRunsc(name string) (*runsc, error) {
 	}
 	r.offered = strings.Fields(string(out))
 	slices.Sort(r.offered)
-	r.platform = pickPlatform(r.offered)
-	if r.platform == "" {
-		return nil, fmt.Errorf("runsc %s offers neither systrap nor ptrace (platforms: %v)", r.version, r.offered)
-	}
 	// `runsc flags` prints to stderr.
 	cmd := exec.Command(r.path, "flags")
 	cmd.Env = []string{}
@@ -74,12 +75,25 @@ func findRunsc(name string) (*runsc, error) {
 		return nil, fmt.Errorf("listing runsc's flags: %w: %s", err, out)
 	}
 	r.flags = parseFlags(out)
-	for _, f := range requiredFlags {
-		if !r.flags[f] {
-			return nil, fmt.Errorf("runsc %s does not know the flag --%s", r.version, f)
-		}
+	if err := r.check(); err != nil {
+		return nil, err
 	}
 	return r, nil
+}
+
+// check picks the platform and checks the flags execbox passes: what runsc
+// said about itself must be enough to run it.
+func (r *runsc) check() error {
+	r.platform = pickPlatform(r.offered)
+	if r.platform == "" {
+		return fmt.Errorf("runsc %s offers neither systrap nor ptrace (platforms: %v)", r.version, r.offered)
+	}
+	for _, f := range requiredFlags {
+		if !r.flags[f] {
+			return fmt.Errorf("runsc %s does not know the flag --%s", r.version, f)
+		}
+	}
+	return nil
 }
 
 // parseFlags returns the flag names `runsc flags` lists, one per
