@@ -50,10 +50,24 @@ func New(baseURL string, opts ...Option) (*Client, error) {
 	return c, nil
 }
 
+// RunOption changes what a run's answer holds.
+type RunOption func(url.Values)
+
+// Explain asks for the per-limit enforcement explanation in the result
+// (?explain=1); without it the result leaves that prose out.
+func Explain() RunOption { return func(q url.Values) { q.Set("explain", "1") } }
+
+func runQuery(opts []RunOption, q url.Values) url.Values {
+	for _, o := range opts {
+		o(q)
+	}
+	return q
+}
+
 // Run runs req and returns its result.
-func (c *Client) Run(ctx context.Context, req *v1.RunRequest) (*v1.RunResult, error) {
+func (c *Client) Run(ctx context.Context, req *v1.RunRequest, opts ...RunOption) (*v1.RunResult, error) {
 	var res v1.RunResult
-	if err := c.do(ctx, http.MethodPost, "/v1/runs", nil, req, &res); err != nil {
+	if err := c.do(ctx, http.MethodPost, "/v1/runs", runQuery(opts, url.Values{}), req, &res); err != nil {
 		return nil, err
 	}
 	return &res, nil
@@ -61,8 +75,8 @@ func (c *Client) Run(ctx context.Context, req *v1.RunRequest) (*v1.RunResult, er
 
 // RunStream runs req with ?stream=1, writing stdout and stderr chunks to
 // the writers (nil: dropped) as they arrive, and returns the result.
-func (c *Client) RunStream(ctx context.Context, req *v1.RunRequest, stdout, stderr io.Writer) (*v1.RunResult, error) {
-	resp, err := c.send(ctx, http.MethodPost, "/v1/runs", url.Values{"stream": {"1"}}, req, "application/x-ndjson")
+func (c *Client) RunStream(ctx context.Context, req *v1.RunRequest, stdout, stderr io.Writer, opts ...RunOption) (*v1.RunResult, error) {
+	resp, err := c.send(ctx, http.MethodPost, "/v1/runs", runQuery(opts, url.Values{"stream": {"1"}}), req, "application/x-ndjson")
 	if err != nil {
 		return nil, err
 	}

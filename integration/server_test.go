@@ -584,6 +584,23 @@ func TestServeRemoteCLI(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(arts, "up.txt")); err != nil || string(b) != "DATA" {
 		t.Fatalf("artifact: %q %v", b, err)
 	}
+	// The enforcement prose only with --explain, here and locally alike.
+	for _, where := range [][]string{{"--remote", s.url}, nil} {
+		for _, explain := range []bool{false, true} {
+			args := append(append([]string{"run"}, where...), "--json", "--", "true")
+			if explain {
+				args = slices.Insert(args, 1, "--explain")
+			}
+			r := execbox(t, append(slices.Clone(tok), localServe...), "", args...)
+			var res v1.RunResult
+			if r.code != 0 || json.Unmarshal([]byte(r.stdout), &res) != nil {
+				t.Fatalf("%v: exit %d: %s %s", args, r.code, r.stdout, r.stderr)
+			}
+			if got := res.Enforcement["wall"] != ""; got != explain {
+				t.Errorf("%v: enforcement %v", args, res.Enforcement)
+			}
+		}
+	}
 	r = execbox(t, tok, "", "run", "--remote", s.url, "--timeout", "300ms", "--", "sleep", "5")
 	if r.code != 124 {
 		t.Fatalf("timeout: exit %d: %s", r.code, r.stderr)

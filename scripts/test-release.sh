@@ -73,12 +73,12 @@ step() { echo "-- $*"; }
 t0=$SECONDS
 lap() { echo "   ($((SECONDS - t0))s)"; }
 
-# memory_limit_run CMD…: CMD --json --backend $backend --memory 64m with a
+# memory_limit_run CMD…: CMD --json --explain --backend $backend --memory 64m with a
 # program that wants 100 MiB; prints the result's reason and what enforced
 # the memory limit. (execbox run exits 137 then, as the program did.)
 memory_limit_run() {
 	local json
-	json=$("$@" --json --backend "$backend" --memory 64m -- python3 -c 'x = bytearray(100 << 20)' || true)
+	json=$("$@" --json --explain --backend "$backend" --memory 64m -- python3 -c 'x = bytearray(100 << 20)' || true)
 	python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["reason"], d.get("signal", ""), "|", d["enforcement"]["memory"])' <<<"$json"
 }
 

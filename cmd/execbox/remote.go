@@ -49,11 +49,15 @@ func runAt(ctx context.Context, g *globals, f *runFlags, remote string, args []s
 	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	var opts []client.RunOption
+	if f.explain {
+		opts = append(opts, client.Explain())
+	}
 	var res *v1.RunResult
 	if f.jsonOut {
-		res, err = c.Run(ctx, req)
+		res, err = c.Run(ctx, req, opts...)
 	} else {
-		res, err = c.RunStream(ctx, req, os.Stdout, os.Stderr)
+		res, err = c.RunStream(ctx, req, os.Stdout, os.Stderr, opts...)
 	}
 	if err != nil {
 		return err

@@ -37,6 +37,7 @@ type runFlags struct {
 	workdir                     string
 	code, language              string
 	jsonOut, interactive, oKill bool
+	explain                     bool
 	rm                          bool
 	set                         func(name string) bool // whether a flag was given
 }
@@ -98,6 +99,7 @@ a limit flag given must be above zero.`,
 	fl.BoolVar(&f.rm, "rm", true, "remove the sandbox afterwards (always: a run's sandbox never outlives it)")
 	fl.StringVar(&f.artifacts, "artifacts", "", "write the files the program created or changed into this directory")
 	fl.BoolVar(&f.jsonOut, "json", false, "print the whole result as JSON instead of streaming the output")
+	fl.BoolVar(&f.explain, "explain", false, "with --json, say in the result how each limit is enforced (its enforcement field)")
 	fl.BoolVarP(&f.interactive, "interactive", "i", false, "pass stdin even when it is a terminal")
 	return cmd
 }
@@ -151,6 +153,9 @@ func (f *runFlags) finish(res *sandbox.Result) error {
 		}
 	}
 	if f.jsonOut {
+		// What the API answers: non-UTF-8 output in base64, the
+		// enforcement prose only when asked for.
+		res.WireForm(f.explain)
 		enc := json.NewEncoder(os.Stdout)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(res); err != nil {
