@@ -8,9 +8,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/execbox/execbox/internal/testutil"
 	"github.com/execbox/execbox/sandbox"
+	"golang.org/x/sys/unix"
 )
 
 // Health really starts a sandbox, names runsc and its platform, and is
@@ -187,5 +189,31 @@ func TestParseFlags(t *testing.T) {
 	}
 	if len(got) != 4 {
 		t.Errorf("flags %v", got)
+	}
+}
+
+// TestNoexecWorkRoot: a work root on a mount with noexec (Debian mounts
+// /run so; a container's --tmpfs too) still runs sandboxes: runsc's
+// read-only remount of the root is refused where the flags below it are
+// locked with noexec, so the skeleton is a tmpfs of its own.
+func TestNoexecWorkRoot(t *testing.T) {
+	rootOnly(t)
+	dir := t.TempDir()
+	if err := unix.Mount("tmpfs", dir, "tmpfs", unix.MS_NOEXEC|unix.MS_NOSUID|unix.MS_NODEV, "size=64m"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Unmount(dir, unix.MNT_DETACH) })
+	b := testutil.Available(t, Name, mustBackend(t, sandbox.Settings{WorkRoot: filepath.Join(dir, "w")}), 60*time.Second)
+	res := testutil.Run(t, b, sandbox.Spec{}, "sh", "-c", "ls / >/dev/null && echo ok")
+	if res.Stdout != "ok\n" {
+		t.Fatalf("on a noexec work root: %+v", res)
+	}
+	if c, ok := sandbox.Backend(b).(sandbox.Closer); ok {
+		if err := c.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if out, _ := os.ReadFile("/proc/self/mountinfo"); strings.Contains(string(out), dir+"/") {
+		t.Errorf("mounts left below the work root:\n%s", out)
 	}
 }

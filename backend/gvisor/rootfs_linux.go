@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/execbox/execbox/internal/hostview"
+	"golang.org/x/sys/unix"
 )
 
 // buildRoot makes the bundle's root: a skeleton with the mount points of
@@ -19,6 +20,15 @@ import (
 func buildRoot(root string, v *hostview.View) error {
 	if err := os.Mkdir(root, 0o755); err != nil {
 		return err
+	}
+	// The skeleton is a small tmpfs of its own, without noexec: runsc
+	// remounts the root read-only with only nosuid and nodev, which the
+	// kernel refuses (EPERM) where the flags of the mount below are locked
+	// and include noexec — a work root on Debian's /run (mounted noexec by
+	// its initramfs), or a container's --tmpfs. Close detaches it with the
+	// sandbox dir (workdir.RemoveTree).
+	if err := unix.Mount("tmpfs", root, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0755,size=4m"); err != nil {
+		return fmt.Errorf("mounting the skeleton's tmpfs: %w", err)
 	}
 	for _, d := range []string{"/proc", "/sys", "/dev", hostview.Tmp, hostview.WorkDir, "/etc"} {
 		if err := mkdirAll(root, d); err != nil {
