@@ -68,10 +68,13 @@ start() {
 	# the first runsc in PATH (scripts/test.sh puts a current one there).
 	# --network=none: gVisor's own loopback-only stack; runsc refuses the
 	# network namespace Docker 20.10 makes for --network none.
+	# --oci-seccomp: without it runsc ignores the container's seccomp
+	# profile, and the docker backend's health refuses the runtime (the
+	# runtime "runsc-noseccomp" is that mistake, for the test that shows it).
 	local runsc
 	runsc=$(command -v runsc || true)
 	if [ -n "$runsc" ]; then
-		printf '{"runtimes": {"runsc": {"path": "%s", "runtimeArgs": ["--network=none"]}}}\n' "$runsc" >"$run/daemon.json"
+		printf '{"runtimes": {"runsc": {"path": "%s", "runtimeArgs": ["--network=none", "--oci-seccomp"]}, "runsc-noseccomp": {"path": "%s", "runtimeArgs": ["--network=none"]}}}\n' "$runsc" "$runsc" >"$run/daemon.json"
 	else
 		echo '{}' >"$run/daemon.json"
 	fi

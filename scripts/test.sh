@@ -19,9 +19,10 @@ export PATH="/usr/local/go/bin:$PATH"
 export HOME="${HOME:-$(getent passwd "$(id -u)" | cut -d: -f6)}"
 # Every feature a test gates on, so nothing this machine can run is skipped:
 # the backends, the conformance self-test, the interpreters, root, the v2
-# cgroup mount, the black-box server on an isolating backend, and Debian's
-# old runsc (installed below) for the "available, not ready" health case.
-export EXECBOX_REQUIRE="${EXECBOX_REQUIRE:-native,landlock,cgroups,cgroup2,bwrap,gvisor,runsc-debian,docker,sandboxtest,server,serve,function,python3,node,root}"
+# cgroup mount, the black-box server on an isolating backend, Docker's
+# runtime runsc (scripts/dockerd.sh registers it), and Debian's old runsc
+# (installed below) for the "available, not ready" health case.
+export EXECBOX_REQUIRE="${EXECBOX_REQUIRE:-native,landlock,cgroups,cgroup2,bwrap,gvisor,runsc-debian,docker,docker-runsc,sandboxtest,server,serve,function,python3,node,root}"
 
 need=()
 for pkg in python3 nodejs bubblewrap runsc docker.io; do

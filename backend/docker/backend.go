@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -162,6 +163,10 @@ func (b *Backend) Health(ctx context.Context) sandbox.Health {
 		h.Reason = fmt.Sprintf("not ready: %s (in a hardened %s container)", why, b.cfg.Image)
 		return h
 	}
+	if why := b.seccompHolds(ctx, h.Details); why != "" {
+		h.Reason = "not ready: " + why
+		return h
+	}
 	h.Ready = true
 	h.Reason = fmt.Sprintf("docker %s at %s (API %s): a hardened %s container ran /bin/true in %v and passed the smoke check",
 		v.Version, b.host, b.cli.ClientVersion(), b.cfg.Image, took.Round(time.Millisecond))
@@ -271,4 +276,32 @@ func (b *Backend) retireAsync(c *ctr) {
 		defer done()
 		b.retire(context.Background(), c)
 	}()
+}
+
+// seccompProbe asks for a new user namespace, which execbox's profile
+// denies (EPERM), and prints what unshare(2) returned and its errno.
+const seccompProbe = `import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+print(libc.unshare(0x10000000), ctypes.get_errno())`
+
+// seccompHolds checks that the seccomp profile is in force in a container:
+// a runtime can ignore it (runsc without --oci-seccomp does), and then
+// every syscall would be open. It says why not, or "" when it holds or
+// cannot be checked (no python3 in the image: details say so).
+func (b *Backend) seccompHolds(ctx context.Context, details map[string]string) string {
+	res, err := sandbox.Run(ctx, b, sandbox.Spec{}, &sandbox.Process{Args: []string{"python3", "-I", "-c", seccompProbe}})
+	switch {
+	case err != nil:
+		return "checking the seccomp profile: " + err.Error()
+	case res.Reason == sandbox.ReasonExited && res.ExitCode == 127:
+		details["seccomp"] = "not verified: the image has no python3"
+		return ""
+	case !res.Succeeded():
+		return fmt.Sprintf("checking the seccomp profile: the probe ended %s (exit %d): %s", res.Reason, res.ExitCode, strings.TrimSpace(res.Stderr))
+	case strings.TrimSpace(res.Stdout) != "-1 1":
+		return fmt.Sprintf("the seccomp profile is not in force in runtime %q: unshare(CLONE_NEWUSER) answered %q, want -1 EPERM "+
+			"(for runsc, give the runtime --oci-seccomp in the engine's daemon.json)", details["runtime"], strings.TrimSpace(res.Stdout))
+	}
+	details["seccomp"] = "in force (unshare(CLONE_NEWUSER) denied in a probe container)"
+	return ""
 }

@@ -2,7 +2,10 @@
 // of a Docker engine, driven through the Engine API
 // (github.com/moby/moby/client); it never runs the docker CLI. Isolation is
 // "process" (namespaces on the host kernel), or "kernel" when docker.runtime
-// is runsc (gVisor).
+// is runsc (gVisor). runsc applies a container's seccomp profile only with
+// --oci-seccomp in the engine's runtime arguments; health checks in a
+// probe container that the profile is in force (unshare(CLONE_NEWUSER)
+// denied) and is not ready otherwise.
 //
 // # Shape
 //

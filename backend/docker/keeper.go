@@ -206,7 +206,10 @@ exec 3>&- 4>&-
 for c in /sys/fs/cgroup/pids/pids.current /sys/fs/cgroup/pids.current; do
 	[ -r $c ] || continue
 	read -r u _ </proc/uptime
-	i=$((${u%.*}${u#*.}+100))
+	# Centiseconds, leading zeros dropped: under gVisor the uptime is
+	# "0.069", and $((0069)) is a malformed octal number.
+	i=${u%.*}${u#*.} i=${i#"${i%%[!0]*}"}
+	i=$((${i:-0}+100))
 	while read -r r <$c && [ "$r" -gt 2 ]; do
 		read -r u _ </proc/uptime
 		[ "${u%.*}${u#*.}" -lt $i ] || break
