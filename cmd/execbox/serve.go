@@ -91,14 +91,11 @@ func runServe(ctx context.Context, g *globals, listen string) error {
 	}
 	e.Start()
 	defer e.Close()
-	var store *audit.Store
-	if cfg.Audit.Path != "" {
-		store, err = audit.Open(cfg.Audit.Path, audit.Options{
-			StoreCode: cfg.Audit.StoreCode, MaxAge: cfg.Audit.MaxAge, MaxRows: cfg.Audit.MaxRows, Logger: log,
-		})
-		if err != nil {
-			return err
-		}
+	store, err := openAudit(cfg, log)
+	if err != nil {
+		return err
+	}
+	if store != nil {
 		defer store.Close()
 	}
 	// The name the server was told to listen on is one of its names.
@@ -107,6 +104,7 @@ func runServe(ctx context.Context, g *globals, listen string) error {
 		hosts = append(slices.Clone(hosts), h)
 	}
 	srv, err := server.New(server.Options{
+		MCP:                      mcpHandler,
 		Metrics:                  m,
 		Engine:                   e,
 		Auth:                     authn,
@@ -183,4 +181,14 @@ func newLogger(w io.Writer, l config.LogSection) *slog.Logger {
 		return slog.New(slog.NewJSONHandler(w, opts))
 	}
 	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// openAudit opens the configured audit log, or returns nil when none is.
+func openAudit(cfg *config.Config, log *slog.Logger) (*audit.Store, error) {
+	if cfg.Audit.Path == "" {
+		return nil, nil
+	}
+	return audit.Open(cfg.Audit.Path, audit.Options{
+		StoreCode: cfg.Audit.StoreCode, MaxAge: cfg.Audit.MaxAge, MaxRows: cfg.Audit.MaxRows, Logger: log,
+	})
 }

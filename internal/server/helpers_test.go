@@ -24,6 +24,7 @@ import (
 	"github.com/execbox/execbox/function"
 	"github.com/execbox/execbox/internal/audit"
 	"github.com/execbox/execbox/internal/auth"
+	"github.com/execbox/execbox/internal/mcpserver"
 	"github.com/execbox/execbox/sandbox"
 )
 
@@ -124,6 +125,9 @@ func newEnv(t testing.TB, s setup) *env {
 	o := Options{
 		Engine: e, Auth: a, Audit: en.audit, MaxBody: s.maxBody, PublicMetrics: s.publicMetrics,
 		Logger: slog.New(slog.NewJSONHandler(en.logs, nil)),
+		MCP: func(api http.Handler) http.Handler {
+			return mcpserver.HTTPHandler(mcpserver.New(mcpserver.Options{API: api}))
+		},
 	}
 	if s.options != nil {
 		s.options(&o)

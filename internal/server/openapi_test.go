@@ -49,7 +49,7 @@ func loadDoc(t *testing.T) (doc, map[string]any) {
 // TestOpenAPIIsJSON: the YAML document converts to JSON.
 func TestOpenAPIIsJSON(t *testing.T) {
 	d, _ := loadDoc(t)
-	if d.OpenAPI != "3.1.0" || len(d.Paths) != 10 {
+	if d.OpenAPI != "3.1.0" || len(d.Paths) != 11 {
 		t.Fatalf("openapi %q, %d paths", d.OpenAPI, len(d.Paths))
 	}
 }
@@ -117,7 +117,12 @@ func TestOpenAPIMatchesHandlers(t *testing.T) {
 			for ct, c := range op.RequestBody.Content {
 				for name, ex := range c.Examples {
 					n++
-					a := en.do(method, path, []byte(ex.Value), "Authorization", "Bearer "+secret, "Content-Type", ct)
+					hdr := []string{"Authorization", "Bearer " + secret, "Content-Type", ct}
+					if path == "/mcp" {
+						// MCP clients must accept both answers.
+						hdr = append(hdr, "Accept", "application/json, text/event-stream")
+					}
+					a := en.do(method, path, []byte(ex.Value), hdr...)
 					if a.status != http.StatusOK {
 						t.Errorf("%s example %s: status %d: %s", k, name, a.status, a.body)
 					}

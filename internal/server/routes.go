@@ -49,6 +49,7 @@ func (s *Server) routeTable() []route {
 		{"GET", "/healthz", public, s.handleHealthz},
 		{"GET", "/readyz", public, s.handleReadyz},
 		{"GET", "/metrics", metricsAccess, s.metrics.Handler().ServeHTTP},
+		{"POST", "/mcp", token, s.handleMCP},
 	}
 }
 

@@ -25,6 +25,10 @@ type Options struct {
 	// Engine runs commands, function calls and lints; it owns the
 	// configured policy and the run gate (engine.Options.MaxRuns); required.
 	Engine *engine.Engine
+	// MCP, when set, makes the handler served at POST /mcp from the API's
+	// own handler (mcpserver: its tool calls come back in-process); nil
+	// answers /mcp 404.
+	MCP func(api http.Handler) http.Handler
 	// Functions replaces the engine's function executor (tests); nil means
 	// Engine.Functions().
 	Functions *function.Executor
@@ -85,6 +89,7 @@ type Server struct {
 	auth    *auth.Authenticator
 	handler http.Handler
 	routes  []route
+	mcp     http.Handler // POST /mcp
 
 	hosts   []string // AllowedHosts, normalised
 	origins []string // AllowedOrigins, normalised
@@ -156,6 +161,9 @@ func New(o Options) (*Server, error) {
 	}
 	s.routes = s.routeTable()
 	s.handler = s.mux()
+	if o.MCP != nil {
+		s.mcp = o.MCP(s.handler)
+	}
 	e := o.Engine
 	s.metrics.Gauge("execbox_run_slots", "Run slots (server.max_runs).", func() float64 { return float64(e.Admission().Slots) })
 	s.metrics.Gauge("execbox_admission_queued", "Runs waiting for a run slot now (at most server.queue_depth).",

@@ -1,0 +1,71 @@
+package main
+
+import (
+	"context"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/spf13/cobra"
+
+	"github.com/execbox/execbox/internal/mcpserver"
+	"github.com/execbox/execbox/internal/server"
+)
+
+func newMCPCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "mcp",
+		Short: "Serve execbox's tools over the Model Context Protocol on stdin/stdout",
+		Long: `mcp speaks the Model Context Protocol on stdin and stdout, for an MCP
+host (an agent, an editor) that starts it as a subprocess. Its tools:
+run_command, run_code, execute_function and lint. Each call is admitted,
+limited and audited as the HTTP API's /v1/runs and /v1/functions are, with
+the same configuration; the caller is the local user, so no token is
+asked. Logs go to stderr. execbox serve offers the same tools at POST /mcp.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runMCP(cmd.Context(), g) },
+	}
+}
+
+func runMCP(ctx context.Context, g *globals) error {
+	cfg, _, err := g.loadConfig()
+	if err != nil {
+		return err
+	}
+	log := newLogger(os.Stderr, cfg.Log)
+	e, err := newEngine(cfg)
+	if err != nil {
+		return err
+	}
+	e.Start()
+	defer e.Close()
+	store, err := openAudit(cfg, log)
+	if err != nil {
+		return err
+	}
+	if store != nil {
+		defer store.Close()
+	}
+	// The API in-process, with no token: stdin and stdout are the local
+	// user's, and nothing listens.
+	api, err := server.New(server.Options{Engine: e, Audit: store, Logger: log,
+		MaxBody: cfg.Server.MaxBody, FunctionTimeout: cfg.Functions.Timeout})
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	s := mcpserver.New(mcpserver.Options{API: api.Handler(), Version: version})
+	if err := s.Run(ctx, &mcp.StdioTransport{}); err != nil && ctx.Err() == nil {
+		return err
+	}
+	return nil
+}
+
+// mcpHandler is execbox serve's POST /mcp: the MCP tools over the API's
+// own handler.
+func mcpHandler(api http.Handler) http.Handler {
+	return mcpserver.HTTPHandler(mcpserver.New(mcpserver.Options{API: api, Version: version}))
+}

@@ -1,0 +1,17 @@
+// Package mcpserver serves execbox over the Model Context Protocol, with
+// the official SDK (github.com/modelcontextprotocol/go-sdk): the tools
+// run_command, run_code, execute_function and lint, for an agent's MCP
+// host. `execbox mcp` serves them on stdin/stdout; `execbox serve` at
+// POST /mcp (streamable HTTP, stateless), behind the API's bearer token.
+//
+// It is an adapter and holds no policy: every tool call is an in-process
+// request to the HTTP API's own handler (the Go client over a transport
+// that calls the handler), so admission, limits, maximums, per-token
+// shares and the audit log apply to it exactly as to /v1/runs and
+// /v1/functions. An execbox error is a tool error (isError) whose text
+// starts with the stable code; a program that failed is a result.
+// Output is cut to what fits an LLM's context (MaxText per stream, the
+// truncation flags set). While a call runs, a client that sent a progress
+// token gets a progress notification every second; a cancelled call
+// (the request's context) cancels the run.
+package mcpserver
