@@ -25,7 +25,7 @@ export HOME="${HOME:-$(getent passwd "$(id -u)" | cut -d: -f6)}"
 export EXECBOX_REQUIRE="${EXECBOX_REQUIRE:-native,landlock,cgroups,cgroup2,bwrap,gvisor,runsc-debian,docker,docker-runsc,sandboxtest,server,serve,function,python3,node,root}"
 
 need=()
-for pkg in python3 nodejs bubblewrap runsc docker.io; do
+for pkg in python3 python3-venv python3-pip python3-setuptools python3-pytest nodejs bubblewrap runsc docker.io; do
 	dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
 if [ ${#need[@]} -gt 0 ]; then
@@ -66,6 +66,17 @@ echo "== go test -race (EXECBOX_REQUIRE=$EXECBOX_REQUIRE)"
 # Package results as they end, failed tests in full, then every skipped
 # test with its reason (scripts/testreport.go).
 go test -race -count=1 -timeout 30m -json ./... | go run scripts/testreport.go
+
+echo "== the Python client (clients/python): installed with pip, pytest against a real execbox serve"
+# Debian's python3 (where apt put pytest), a venv that sees it, the client
+# installed from its directory with no index (PyPI is not needed).
+pyclient=$(mktemp -d)
+go build -o "$pyclient/execbox" ./cmd/execbox
+/usr/bin/python3 -m venv --system-site-packages "$pyclient/venv"
+"$pyclient/venv/bin/pip" install -q --no-build-isolation --no-index ./clients/python
+repo=$PWD
+(cd "$pyclient" && EXECBOX_BINARY="$pyclient/execbox" "$pyclient/venv/bin/python" -m pytest -q -p no:cacheprovider "$repo/clients/python/tests")
+rm -rf "$pyclient" clients/python/build clients/python/execbox.egg-info
 
 echo "== benchmarks (one short pass, side by side in one run)"
 # A benchmark that fails fails the run; its whole output is shown then.

@@ -1,0 +1,89 @@
+import asyncio
+
+import pytest
+
+from execbox import AsyncClient, Client, ExecboxError
+from conftest import TOKEN
+
+
+@pytest.fixture
+def c(server):
+    return Client(server, token=TOKEN)
+
+
+def test_run_command(c):
+    r = c.run(["sh", "-c", "echo hi; echo err >&2; exit 3"])
+    assert (r.exit_code, r.reason, r.stdout, r.stderr, r.backend) == (3, "exited", "hi\n", "err\n", "local")
+    assert not r.ok and r.usage.wall_ns > 0 and r.enforcement == {}
+
+
+def test_run_code_files_stdin_explain(c):
+    r = c.run(code="import sys\nprint(open('in.txt').read() + sys.stdin.read())", files={"in.txt": b"from a file, "},
+              stdin="from stdin", explain=True)
+    assert r.ok and r.stdout == "from a file, from stdin\n"
+    assert r.enforcement.get("wall")
+
+
+def test_run_bytes_that_are_not_text(c):
+    r = c.run(["sh", "-c", r"printf '\377\376'"])
+    assert r.stdout == "" and r.stdout_bytes == b"\xff\xfe"
+
+
+def test_timeout_is_a_result(c):
+    r = c.run(["sleep", "5"], limits={"wall": "300ms"})
+    assert r.reason == "timeout" and r.exit_code != 0
+
+
+def test_stream(c):
+    events = list(c.run_stream(command=["sh", "-c", "echo one; echo two >&2; echo three"]))
+    out = b"".join(e.data for e in events if e.type == "stdout")
+    err = b"".join(e.data for e in events if e.type == "stderr")
+    assert (out, err) == (b"one\nthree\n", b"two\n")
+    assert events[-1].type == "result" and events[-1].result.ok
+
+
+def test_execute(c):
+    r = c.execute("def main(a, b):\n    print('adding')\n    return a + b\n", {"a": 2, "b": 40})
+    assert r.ok and r.data == 42 and r.stdout == "adding\n" and r.backend == "local"
+    r = c.execute("def main():\n    return 1 / 0\n")
+    assert not r.ok and r.code == "user_error" and r.type == "ZeroDivisionError" and "main" in r.traceback
+
+
+def test_lint(c):
+    assert c.lint("def f():\n    return 1\n") == []
+    d = c.lint("def f(:\n    pass\n")
+    assert d and d[0].line == 1 and d[0].message
+
+
+def test_errors_carry_the_code(server, c):
+    with pytest.raises(ExecboxError) as e:
+        Client(server, token="wrong").run(["true"])
+    assert e.value.code == "unauthenticated" and e.value.status == 401
+    with pytest.raises(ExecboxError) as e:
+        c.run(["true"], limits={"memory": "lots"})
+    assert e.value.code == "invalid_request" and e.value.status == 400 and e.value.field == "limits.memory"
+    with pytest.raises(ExecboxError) as e:
+        c.run(["true"], min_isolation="vm")
+    assert e.value.code == "isolation_too_weak" and e.value.status == 403
+    with pytest.raises(ExecboxError) as e:
+        Client("http://127.0.0.1:9").run(["true"])
+    assert e.value.code == "server_unreachable" and e.value.status == 0
+    with pytest.raises(ExecboxError) as e:
+        c.run("echo no shell strings")
+    assert e.value.code == "request_invalid"
+
+
+def test_health(c):
+    h = c.health()
+    assert any(b["name"] == "local" for b in h["candidates"]) or h
+
+
+def test_async(server):
+    async def go():
+        c = AsyncClient(server, token=TOKEN)
+        rs = await asyncio.gather(*(c.run(code="print(%d)" % i) for i in range(4)))
+        assert [r.stdout for r in rs] == ["%d\n" % i for i in range(4)]
+        assert (await c.execute("def main(x):\n    return x * 2\n", {"x": 21})).data == 42
+        chunks = [e async for e in c.run_stream(command=["echo", "streamed"])]
+        assert chunks[-1].result.stdout == "streamed\n"
+    asyncio.run(go())
