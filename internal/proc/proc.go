@@ -143,14 +143,21 @@ func Run(ctx context.Context, cmd *exec.Cmd, o Options) (*Outcome, error) {
 
 	timer := time.NewTimer(o.Wall)
 	defer timer.Stop()
-	select {
-	case <-waited:
-	case <-timer.C:
-		out.Reason = sandbox.ReasonTimeout
-	case <-ctx.Done():
+	if ctx.Err() != nil {
+		// Done before the program could run: canceled, never what a
+		// quick program got done first (select picks at random among
+		// ready cases; under load /bin/true had exited by now).
 		out.Reason = sandbox.ReasonCanceled
-	case <-overflow:
-		out.Reason = sandbox.ReasonOutputLimit
+	} else {
+		select {
+		case <-waited:
+		case <-timer.C:
+			out.Reason = sandbox.ReasonTimeout
+		case <-ctx.Done():
+			out.Reason = sandbox.ReasonCanceled
+		case <-overflow:
+			out.Reason = sandbox.ReasonOutputLimit
+		}
 	}
 	kill()
 	select {

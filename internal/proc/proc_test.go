@@ -76,6 +76,18 @@ func TestCancel(t *testing.T) {
 	}
 }
 
+// A context done before the start is canceled every time, however quickly
+// the program would have exited (it once raced /bin/true's own exit).
+func TestCancelledBeforeStart(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for i := range 50 {
+		if out := run(t, ctx, exec.Command("/bin/true"), Options{}); out.Reason != sandbox.ReasonCanceled {
+			t.Fatalf("run %d: %+v", i, out)
+		}
+	}
+}
+
 func TestOutputCap(t *testing.T) {
 	script := "head -c 100000 /dev/zero; echo done >&2"
 	var live bytes.Buffer
