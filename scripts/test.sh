@@ -78,6 +78,12 @@ repo=$PWD
 (cd "$pyclient" && EXECBOX_BINARY="$pyclient/execbox" "$pyclient/venv/bin/python" -m pytest -q -p no:cacheprovider "$repo/clients/python/tests")
 rm -rf "$pyclient" clients/python/build clients/python/execbox.egg-info
 
+echo "== the TypeScript client (clients/typescript): npm ci, tsc, node --test against a real execbox serve"
+tsclient=$(mktemp -d)
+go build -o "$tsclient/execbox" ./cmd/execbox
+(cd clients/typescript && npm ci --no-audit --no-fund --loglevel=error && npm run -s build && EXECBOX_BINARY="$tsclient/execbox" npm test --silent)
+rm -rf "$tsclient"
+
 echo "== benchmarks (one short pass, side by side in one run)"
 # A benchmark that fails fails the run; its whole output is shown then.
 bench() {

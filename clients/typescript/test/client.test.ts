@@ -1,0 +1,120 @@
+// Tests against a real `execbox serve` (the binary EXECBOX_BINARY names,
+// else one built with go build), on the local backend with a token.
+import { after, before, test } from "node:test";
+import assert from "node:assert/strict";
+import { spawn, execFileSync, type ChildProcess } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { createInterface } from "node:readline";
+
+import { Client, ExecboxError } from "../src/index.js";
+
+const TOKEN = "ts-client-secret";
+const root = resolve(import.meta.dirname, "../../../..");
+let server: ChildProcess;
+let url = "";
+let tmp = "";
+
+before(async () => {
+  tmp = mkdtempSync(join(tmpdir(), "execbox-ts-"));
+  let bin = process.env.EXECBOX_BINARY ?? "";
+  if (!bin) {
+    bin = join(tmp, "execbox");
+    execFileSync("go", ["build", "-o", bin, "./cmd/execbox"], { cwd: root, stdio: "inherit" });
+  }
+  const env: Record<string, string> = {};
+  for (const [k, v] of Object.entries(process.env)) if (!k.startsWith("EXECBOX_") && v !== undefined) env[k] = v;
+  Object.assign(env, {
+    EXECBOX_ALLOW_UNISOLATED: "true", EXECBOX_BACKEND: "local", EXECBOX_TOKEN: TOKEN, EXECBOX_LOG_FORMAT: "json",
+    EXECBOX_WORK_ROOT: join(tmp, "work"), EXECBOX_AUDIT_PATH: join(tmp, "audit.db"),
+  });
+  server = spawn(bin, ["serve", "--listen", "127.0.0.1:0"], { env, stdio: ["ignore", "ignore", "pipe"] });
+  url = await new Promise<string>((res, rej) => {
+    const rl = createInterface({ input: server.stderr! });
+    rl.on("line", (line) => {
+      try {
+        const rec = JSON.parse(line);
+        if (rec.msg === "listening") res("http://" + rec.addr);
+      } catch { /* not JSON */ }
+    });
+    server.on("exit", (code) => rej(new Error(`execbox serve exited ${code}`)));
+  });
+});
+
+after(() => {
+  server?.kill("SIGTERM");
+  rmSync(tmp, { recursive: true, force: true });
+});
+
+const c = () => new Client(url, { token: TOKEN });
+
+test("the generated types are the served document's", () => {
+  const out = join(tmp, "schema.ts");
+  execFileSync("npx", ["openapi-typescript", join(root, "api/v1/openapi.yaml"), "--default-non-nullable", "false", "-o", out], { cwd: resolve(import.meta.dirname, "../.."), stdio: "ignore" });
+  assert.equal(readFileSync(out, "utf8"), readFileSync(resolve(import.meta.dirname, "../../src/schema.ts"), "utf8"),
+    "src/schema.ts is stale: npm run generate");
+});
+
+test("run a command", async () => {
+  const r = await c().run({ command: ["sh", "-c", "echo hi; echo err >&2; exit 3"] });
+  assert.deepEqual([r.exit_code, r.reason, r.stdout, r.stderr, r.backend], [3, "exited", "hi\n", "err\n", "local"]);
+  assert.equal(r.enforcement, undefined);
+});
+
+test("run code with files, stdin and explain", async () => {
+  const r = await c().run({ code: "import sys\nprint(open('in.txt').read() + sys.stdin.read())", files: { "in.txt": btoa("from a file, ") }, stdin: "from stdin" }, { explain: true });
+  assert.equal(r.stdout, "from a file, from stdin\n");
+  assert.ok(r.enforcement?.wall);
+});
+
+test("a timeout is a result", async () => {
+  const r = await c().run({ command: ["sleep", "5"], limits: { wall: "300ms" } });
+  assert.equal(r.reason, "timeout");
+});
+
+test("stream", async () => {
+  const out: string[] = [];
+  const err: string[] = [];
+  let result;
+  for await (const ev of c().runStream({ command: ["sh", "-c", "echo one; echo two >&2; echo three"] })) {
+    if (ev.type === "stdout") out.push(new TextDecoder().decode(ev.data));
+    else if (ev.type === "stderr") err.push(new TextDecoder().decode(ev.data));
+    else result = ev.result;
+  }
+  assert.equal(out.join(""), "one\nthree\n");
+  assert.equal(err.join(""), "two\n");
+  assert.equal(result?.exit_code, 0);
+});
+
+test("execute and lint", async () => {
+  let r = await c().execute({ code: "def main(a, b):\n    print('adding')\n    return a + b\n", params: { a: 2, b: 40 } });
+  assert.ok(r.ok);
+  assert.equal(r.data, 42);
+  assert.equal(r.stdout, "adding\n");
+  r = await c().execute({ code: "def main():\n    return 1 / 0\n" });
+  assert.equal(r.ok, false);
+  assert.equal(r.code, "user_error");
+  assert.equal(r.type, "ZeroDivisionError");
+  assert.deepEqual(await c().lint({ code: "def f():\n    return 1\n" }), []);
+  const d = await c().lint({ code: "def f(:\n    pass\n" });
+  assert.equal(d[0].line, 1);
+});
+
+test("errors carry the code", async () => {
+  await assert.rejects(new Client(url, { token: "wrong" }).run({ command: ["true"] }),
+    (e: ExecboxError) => e.code === "unauthenticated" && e.status === 401);
+  await assert.rejects(c().run({ command: ["true"], limits: { memory: "lots" } }),
+    (e: ExecboxError) => e.code === "invalid_request" && e.status === 400 && e.field === "limits.memory");
+  await assert.rejects(c().run({ command: ["true"], min_isolation: "vm" }),
+    (e: ExecboxError) => e.code === "isolation_too_weak" && e.status === 403);
+  await assert.rejects(new Client("http://127.0.0.1:9").run({ command: ["true"] }),
+    (e: ExecboxError) => e.code === "server_unreachable" && e.status === 0);
+});
+
+test("health and backends", async () => {
+  const h = await c().health();
+  assert.ok(h);
+  const b = await c().backends();
+  assert.ok(b.some((x) => x.name === "local"));
+});
