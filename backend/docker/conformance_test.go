@@ -63,7 +63,7 @@ func TestConformanceReused(t *testing.T) {
 // must give: execbox's seccomp profile in force.
 func TestConformanceRunsc(t *testing.T) {
 	if !testutil.Required("docker-runsc-suite") {
-		t.Skip("opt-in (EXECBOX_REQUIRE=docker-runsc-suite): runsc as Docker's runtime fails the pids cases (see the comment)")
+		t.Skip("opt-in (EXECBOX_REQUIRE=docker-runsc-suite): runsc as Docker's runtime fails cases the gvisor backend passes (see the comment)")
 	}
 	b := newRunscBackend(t)
 	sandboxtest.Run(t, b, sandboxtest.WithLeakRuns(20))
