@@ -285,8 +285,12 @@ func (l *launch) place(child int) error {
 	if err := cg.Add(child); err != nil {
 		return fmt.Errorf("placing the sandbox in its cgroup: %w", err)
 	}
-	if ppid := parentOf(child); ppid > 0 {
-		if err := cg.Add(ppid); err != nil && !errors.Is(err, unix.ESRCH) {
+	// bwrap is the child's parent only while it lives: once it died (a
+	// cancel right after the start) the child is reparented to the host's
+	// init or a subreaper, which must never be moved (let alone frozen
+	// and killed with the sandbox).
+	if bwrap := l.cmd.Process.Pid; parentOf(child) == bwrap {
+		if err := cg.Add(bwrap); err != nil && !errors.Is(err, unix.ESRCH) {
 			return fmt.Errorf("placing bwrap in the cgroup: %w", err)
 		}
 	}

@@ -102,6 +102,11 @@ func (b *Backend) runKeeper(ctx context.Context, c *ctr, e execSpec) (*execEnd, 
 	end := &execEnd{}
 	timer := time.NewTimer(e.wall)
 	defer timer.Stop()
+	if ctx.Err() != nil {
+		// Done before the program could run: canceled, never raced
+		// against its own end (as internal/proc does).
+		end.reason = sandbox.ReasonCanceled
+	}
 	for end.reason == "" {
 		select {
 		case <-r.changed:
@@ -227,14 +232,18 @@ func (b *Backend) runExec(ctx context.Context, c *ctr, e execSpec) (*execEnd, er
 	end := &execEnd{code: -1}
 	timer := time.NewTimer(e.wall)
 	defer timer.Stop()
-	select {
-	case <-copied:
-	case <-timer.C:
-		end.reason = sandbox.ReasonTimeout
-	case <-ctx.Done():
-		end.reason = sandbox.ReasonCanceled
-	case <-e.overflow:
-		end.reason = sandbox.ReasonOutputLimit
+	if ctx.Err() != nil {
+		end.reason = sandbox.ReasonCanceled // as in runKeeper
+	} else {
+		select {
+		case <-copied:
+		case <-timer.C:
+			end.reason = sandbox.ReasonTimeout
+		case <-ctx.Done():
+			end.reason = sandbox.ReasonCanceled
+		case <-e.overflow:
+			end.reason = sandbox.ReasonOutputLimit
+		}
 	}
 	if end.reason != "" {
 		end.killErr = b.killTree(c)

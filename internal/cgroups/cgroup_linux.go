@@ -82,6 +82,10 @@ func (c *Cgroup) FD() (fd int, ok bool) {
 // Add moves process pid (all its threads) into the leaf of every
 // hierarchy (v1) or into the v2 leaf.
 func (c *Cgroup) Add(pid int) error {
+	if pid <= 1 {
+		// 0 would move the caller, 1 the host's init: never a sandbox's.
+		return fmt.Errorf("adding process %d to cgroup %s: not a sandbox's process", pid, c.name)
+	}
 	s := strconv.Itoa(pid)
 	for _, d := range c.dirs {
 		if err := writeFile(filepath.Join(d, "cgroup.procs"), s); err != nil {
@@ -99,6 +103,9 @@ func (c *Cgroup) Add(pid int) error {
 func (c *Cgroup) AddProgramThread(tid int) error {
 	if c.leaf == "" {
 		return fmt.Errorf("adding thread %d to cgroup %s: the cgroup has no program leaf", tid, c.name)
+	}
+	if tid <= 1 {
+		return fmt.Errorf("adding thread %d to cgroup %s: not a sandbox's thread", tid, c.name)
 	}
 	file := "tasks"
 	if c.m.version == V2 {

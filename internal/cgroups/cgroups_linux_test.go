@@ -1,6 +1,7 @@
 package cgroups
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -293,6 +294,40 @@ func TestOpenV2Decision(t *testing.T) {
 				t.Errorf("got %s %v", m.Version(), m.Mechanisms())
 			}
 		}
+	}
+}
+
+// Add and AddProgramThread refuse 0 (the caller itself) and 1 (the host's
+// init) and leave both where they are; a real child moves.
+func TestAddRefusesInitAndSelf(t *testing.T) {
+	m := requireCgroups(t)
+	c := newCgroup(t, m, Limits{Pids: 8, ProgramPids: 4})
+	initBefore, _ := os.ReadFile("/proc/1/cgroup")
+	selfBefore, _ := os.ReadFile("/proc/self/cgroup")
+	for _, pid := range []int{0, 1} {
+		if err := c.Add(pid); err == nil {
+			t.Errorf("Add(%d) succeeded", pid)
+		}
+		if err := c.AddProgramThread(pid); err == nil {
+			t.Errorf("AddProgramThread(%d) succeeded", pid)
+		}
+	}
+	if now, _ := os.ReadFile("/proc/1/cgroup"); !bytes.Equal(now, initBefore) {
+		t.Fatalf("PID 1 moved:\n%s", now)
+	}
+	if now, _ := os.ReadFile("/proc/self/cgroup"); !bytes.Equal(now, selfBefore) {
+		t.Fatalf("the test process moved:\n%s", now)
+	}
+	sleeper := exec.Command("sleep", "30")
+	if err := sleeper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { sleeper.Process.Kill(); sleeper.Wait() }()
+	if err := c.Add(sleeper.Process.Pid); err != nil {
+		t.Fatalf("Add(a child): %v", err)
+	}
+	if procs, err := c.Procs(); err != nil || !slices.Contains(procs, sleeper.Process.Pid) {
+		t.Errorf("Procs after Add = %v, %v", procs, err)
 	}
 }
 

@@ -87,6 +87,7 @@ func table() []entry {
 		{"timeout/kills_tree", "tree_survives", `after the timeout: heartbeats continued`},
 		{"timeout/process_timeout", "tree_survives", `after the timeout: heartbeats continued`},
 		{"timeout/process_timeout", "process_timeout_ignored", `was not applied`},
+		{"timeout/cancel_before_start", "done_ctx_ignored", `with a done context: want reason "canceled"`},
 		{"timeout/cancel_kills_tree", "tree_survives", `after the cancel: heartbeats continued`},
 		// The same defect where the host cannot see the sandbox's
 		// processes (the backend says isolation "kernel"): the heartbeats
@@ -663,6 +664,10 @@ func (s *brokenSandbox) Exec(ctx context.Context, p *sandbox.Process) (*sandbox.
 	var heldOut, heldErr *bytes.Buffer
 	origOut, origErr := p.Stdout, p.Stderr
 	switch s.b.knob {
+	case "done_ctx_ignored":
+		if ctx.Err() != nil {
+			ctx = context.WithoutCancel(ctx)
+		}
 	case "env_leak":
 		p.Env = hostEnvWith(p.Env)
 	case "backend_extra_var":

@@ -1,7 +1,9 @@
 package sandboxtest
 
 import (
+	"bytes"
 	"context"
+	"os"
 	"testing"
 	"time"
 
@@ -79,6 +81,31 @@ func (s *suite) testTimeout(t *testing.T) {
 
 	s.run(t, "kills_tree", func(t *testing.T) { timedTree(t, false) })
 	s.run(t, "process_timeout", func(t *testing.T) { timedTree(t, true) })
+
+	// A context done before Exec: the run is canceled every time, never
+	// "exited" because a quick program finished before the cancellation
+	// was seen (a supervisor's select picks at random among ready cases).
+	s.run(t, "cancel_before_start", func(t *testing.T) {
+		// The host's init stays where it is: a backend that took a
+		// reparented child's new parent for its own helper once moved
+		// PID 1 into the sandbox's cgroup, then froze and killed it.
+		initCgroups, _ := os.ReadFile("/proc/1/cgroup")
+		sb := s.create(t, s.spec(nil))
+		ctx, cancel := context.WithCancel(s.ctx(t))
+		cancel()
+		for i := range 20 {
+			res, err := sb.Exec(ctx, &sandbox.Process{Args: []string{"/bin/true"}})
+			if err != nil {
+				t.Fatalf("Exec %d with a done context: want a Result with reason %q, got error %v", i, sandbox.ReasonCanceled, err)
+			}
+			if res.Reason != sandbox.ReasonCanceled {
+				t.Fatalf("Exec %d with a done context: want reason %q, got %s", i, sandbox.ReasonCanceled, describe(res))
+			}
+			if now, _ := os.ReadFile("/proc/1/cgroup"); !bytes.Equal(now, initCgroups) {
+				t.Fatalf("Exec %d moved the host's PID 1: its cgroups are\n%s\nwere\n%s", i, now, initCgroups)
+			}
+		}
+	})
 
 	s.run(t, "cancel_kills_tree", func(t *testing.T) {
 		sb := s.create(t, s.spec(func(sp *sandbox.Spec) { sp.Limits.Wall = 60 * time.Second }))
