@@ -35,19 +35,11 @@ func runMCP(ctx context.Context, g *globals) error {
 		return err
 	}
 	log := newLogger(os.Stderr, cfg.Log)
-	e, err := newEngine(cfg)
+	e, store, closeAll, err := startEngine(cfg, log)
 	if err != nil {
 		return err
 	}
-	e.Start()
-	defer e.Close()
-	store, err := openAudit(cfg, log)
-	if err != nil {
-		return err
-	}
-	if store != nil {
-		defer store.Close()
-	}
+	defer closeAll()
 	// The API in-process, with no token: stdin and stdout are the local
 	// user's, and nothing listens.
 	api, err := server.New(server.Options{Engine: e, Audit: store, Logger: log,

@@ -85,19 +85,11 @@ func runServe(ctx context.Context, g *globals, listen string) error {
 	}
 
 	m := metrics.New()
-	e, err := newEngine(cfg, func(o *engine.Options) { o.AdmissionObserver = m.AdmissionWait })
+	e, store, closeAll, err := startEngine(cfg, log, func(o *engine.Options) { o.AdmissionObserver = m.AdmissionWait })
 	if err != nil {
 		return err
 	}
-	e.Start()
-	defer e.Close()
-	store, err := openAudit(cfg, log)
-	if err != nil {
-		return err
-	}
-	if store != nil {
-		defer store.Close()
-	}
+	defer closeAll()
 	// The name the server was told to listen on is one of its names.
 	hosts := cfg.Server.AllowedHosts
 	if h, _, err := net.SplitHostPort(cfg.Server.Listen); err == nil && h != "" && net.ParseIP(h) == nil {
@@ -183,12 +175,26 @@ func newLogger(w io.Writer, l config.LogSection) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, opts))
 }
 
-// openAudit opens the configured audit log, or returns nil when none is.
-func openAudit(cfg *config.Config, log *slog.Logger) (*audit.Store, error) {
-	if cfg.Audit.Path == "" {
-		return nil, nil
+// startEngine builds and starts the engine the configuration describes and
+// opens its audit log (nil when none is configured); closeAll undoes both.
+func startEngine(cfg *config.Config, log *slog.Logger, more ...func(*engine.Options)) (e *engine.Engine, store *audit.Store, closeAll func(), err error) {
+	if e, err = newEngine(cfg, more...); err != nil {
+		return nil, nil, nil, err
 	}
-	return audit.Open(cfg.Audit.Path, audit.Options{
-		StoreCode: cfg.Audit.StoreCode, MaxAge: cfg.Audit.MaxAge, MaxRows: cfg.Audit.MaxRows, Logger: log,
-	})
+	e.Start()
+	if cfg.Audit.Path != "" {
+		store, err = audit.Open(cfg.Audit.Path, audit.Options{
+			StoreCode: cfg.Audit.StoreCode, MaxAge: cfg.Audit.MaxAge, MaxRows: cfg.Audit.MaxRows, Logger: log,
+		})
+		if err != nil {
+			e.Close()
+			return nil, nil, nil, err
+		}
+	}
+	return e, store, func() {
+		if store != nil {
+			store.Close()
+		}
+		e.Close()
+	}, nil
 }
