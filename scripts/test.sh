@@ -28,6 +28,8 @@ need=()
 for pkg in python3 python3-venv python3-pip python3-setuptools python3-pytest nodejs bubblewrap runsc docker.io; do
 	dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
+# npm comes with some Node.js builds, with Debian's as a package of its own.
+command -v npm >/dev/null 2>&1 || need+=(npm)
 if [ ${#need[@]} -gt 0 ]; then
 	echo "== installing ${need[*]}"
 	apt-get update -qq

@@ -5,13 +5,16 @@ import assert from "node:assert/strict";
 import { spawn, execFileSync, type ChildProcess } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
 import { createInterface } from "node:readline";
 
 import { Client, ExecboxError } from "../src/index.js";
 
 const TOKEN = "ts-client-secret";
-const root = resolve(import.meta.dirname, "../../../..");
+// dist/test, this compiled test's own directory (import.meta.dirname would need Node 20.11).
+const here = dirname(fileURLToPath(import.meta.url));
+const root = resolve(here, "../../../..");
 let server: ChildProcess;
 let url = "";
 let tmp = "";
@@ -51,8 +54,8 @@ const c = () => new Client(url, { token: TOKEN });
 
 test("the generated types are the served document's", () => {
   const out = join(tmp, "schema.ts");
-  execFileSync("npx", ["openapi-typescript", join(root, "api/v1/openapi.yaml"), "--default-non-nullable", "false", "-o", out], { cwd: resolve(import.meta.dirname, "../.."), stdio: "ignore" });
-  assert.equal(readFileSync(out, "utf8"), readFileSync(resolve(import.meta.dirname, "../../src/schema.ts"), "utf8"),
+  execFileSync("npx", ["openapi-typescript", join(root, "api/v1/openapi.yaml"), "--default-non-nullable", "false", "-o", out], { cwd: resolve(here, "../.."), stdio: "ignore" });
+  assert.equal(readFileSync(out, "utf8"), readFileSync(resolve(here, "../../src/schema.ts"), "utf8"),
     "src/schema.ts is stale: npm run generate");
 });
 
