@@ -288,8 +288,9 @@ func (l *launch) place(child int) error {
 	// bwrap is the child's parent only while it lives: once it died (a
 	// cancel right after the start) the child is reparented to the host's
 	// init or a subreaper, which must never be moved (let alone frozen
-	// and killed with the sandbox).
-	if bwrap := l.cmd.Process.Pid; parentOf(child) == bwrap {
+	// and killed with the sandbox). So the parent counts only when it is a
+	// child of this process, as bwrap is.
+	if bwrap := parentOf(child); bwrap > 1 && bwrap != os.Getpid() && parentOf(bwrap) == os.Getpid() {
 		if err := cg.Add(bwrap); err != nil && !errors.Is(err, unix.ESRCH) {
 			return fmt.Errorf("placing bwrap in the cgroup: %w", err)
 		}
