@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -339,6 +340,13 @@ func (l *launch) kill(bwrapPID int) error {
 	l.killed = true
 	l.mu.Unlock()
 	l.killChild()
+	// Stop bwrap first: a stop takes effect only once a clone in progress
+	// has returned, so a stopped bwrap's children list is complete. Killed
+	// mid-clone instead, its new child would outlive it unseen: reparented
+	// to init, in no cgroup, never killed.
+	if unix.Kill(bwrapPID, unix.SIGSTOP) == nil {
+		waitStopped(bwrapPID, 200*time.Millisecond)
+	}
 	if data, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", bwrapPID, bwrapPID)); err == nil {
 		for _, f := range strings.Fields(string(data)) {
 			if pid, err := strconv.Atoi(f); err == nil {
@@ -350,6 +358,23 @@ func (l *launch) kill(bwrapPID int) error {
 		return err
 	}
 	return nil
+}
+
+// waitStopped polls until process pid is stopped (or a zombie, or gone),
+// at most d.
+func waitStopped(pid int, d time.Duration) {
+	deadline := time.Now().Add(d)
+	for wait := 50 * time.Microsecond; time.Now().Before(deadline); wait = min(2*wait, 5*time.Millisecond) {
+		data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		if err != nil {
+			return
+		}
+		s := string(data)
+		if f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:]); len(f) > 0 && (f[0] == "T" || f[0] == "t" || f[0] == "Z") {
+			return
+		}
+		time.Sleep(wait)
+	}
 }
 
 // killChild SIGKILLs the sandbox's PID 1 through its pidfd, if known.
