@@ -76,7 +76,13 @@ func (c *Client) Run(ctx context.Context, req *v1.RunRequest, opts ...RunOption)
 // RunStream runs req with ?stream=1, writing stdout and stderr chunks to
 // the writers (nil: dropped) as they arrive, and returns the result.
 func (c *Client) RunStream(ctx context.Context, req *v1.RunRequest, stdout, stderr io.Writer, opts ...RunOption) (*v1.RunResult, error) {
-	resp, err := c.send(ctx, http.MethodPost, "/v1/runs", runQuery(opts, url.Values{"stream": {"1"}}), req, "application/x-ndjson")
+	return c.stream(ctx, "/v1/runs", req, stdout, stderr, opts)
+}
+
+// stream posts req to path with ?stream=1 and reads its events: output to
+// the writers, then the result.
+func (c *Client) stream(ctx context.Context, path string, req any, stdout, stderr io.Writer, opts []RunOption) (*v1.RunResult, error) {
+	resp, err := c.send(ctx, http.MethodPost, path, runQuery(opts, url.Values{"stream": {"1"}}), req, "application/x-ndjson")
 	if err != nil {
 		return nil, err
 	}
@@ -189,28 +195,34 @@ func (c *Client) do(ctx context.Context, method, path string, q url.Values, body
 	return nil
 }
 
-// send makes the request; a non-2xx answer is returned as an error (a
-// *v1.Problem) with the body closed.
+// send makes the request with body as JSON; a non-2xx answer is returned
+// as an error (a *v1.Problem) with the body closed.
 func (c *Client) send(ctx context.Context, method, path string, q url.Values, body any, accept string) (*http.Response, error) {
+	if body == nil {
+		return c.sendRaw(ctx, method, path, q, nil, "", accept)
+	}
+	b, err := json.Marshal(body)
+	if err != nil {
+		return nil, sandbox.Errorf(sandbox.ErrInvalid, "request_invalid", "encoding the request: %w", err)
+	}
+	return c.sendRaw(ctx, method, path, q, bytes.NewReader(b), "application/json", accept)
+}
+
+// sendRaw is send with a body of contentType read from rd (nil: none).
+// path is not escaped: each of its bytes stands for itself.
+func (c *Client) sendRaw(ctx context.Context, method, path string, q url.Values, rd io.Reader, contentType, accept string) (*http.Response, error) {
 	u := *c.base
 	u.Path += path
+	u.RawPath = ""
 	if len(q) > 0 {
 		u.RawQuery = q.Encode()
-	}
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return nil, sandbox.Errorf(sandbox.ErrInvalid, "request_invalid", "encoding the request: %w", err)
-		}
-		rd = bytes.NewReader(b)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, u.String(), rd)
 	if err != nil {
 		return nil, sandbox.Errorf(sandbox.ErrInvalid, "request_invalid", "making the request: %w", err)
 	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
+	if rd != nil {
+		req.Header.Set("Content-Type", contentType)
 	}
 	req.Header.Set("Accept", accept)
 	if c.token != "" {

@@ -77,6 +77,8 @@ type Options struct {
 	// AdmissionObserver, when set, is told of every run that waited in
 	// the queue or was admitted: how long it waited and whether it got in.
 	AdmissionObserver func(waited time.Duration, admitted bool)
+	// Sessions bound the sessions (OpenSession).
+	Sessions SessionOptions
 	// Functions configure the function executor that Functions returns.
 	// Its Policy field is ignored: Policy above applies to every call.
 	Functions function.Options
@@ -91,6 +93,7 @@ type Engine struct {
 
 	gate      *gate
 	functions *function.Executor
+	sessions  sessions
 
 	mu     sync.Mutex
 	health map[string]*probe
@@ -131,6 +134,10 @@ func New(o Options) (*Engine, error) {
 	}
 	if o.ResultMemory == 0 {
 		o.ResultMemory = sandbox.HostResultMemory()
+	}
+	o.Sessions = o.Sessions.withDefaults()
+	if err := o.Sessions.validate(); err != nil {
+		return nil, err
 	}
 	o.Max = o.Max.WithDefaults(sandbox.HostMaxima())
 	if err := o.Max.Validate(); err != nil {
@@ -180,11 +187,13 @@ func New(o Options) (*Engine, error) {
 }
 
 // Start reconciles every backend that can (removing what a crashed execbox
-// left), probes each now and then every ProbeInterval until Close.
+// left), probes each now and then every ProbeInterval until Close, and
+// closes expired and idle sessions every Sessions.ReapInterval.
 func (e *Engine) Start() {
 	for _, name := range e.order {
 		e.probeAsync(name, true)
 	}
+	e.wg.Go(e.reaper)
 	e.wg.Go(func() {
 		t := time.NewTicker(e.opts.ProbeInterval)
 		defer t.Stop()
@@ -201,9 +210,9 @@ func (e *Engine) Start() {
 	})
 }
 
-// Close stops the background prober and closes every backend that holds
-// resources of its own (an optional `Close() error`, e.g. docker's reused
-// containers).
+// Close stops the background prober and the session reaper, closes every
+// open session, then every backend that holds resources of its own (an
+// optional `Close() error`, e.g. docker's reused containers).
 func (e *Engine) Close() {
 	e.mu.Lock()
 	select {
@@ -215,6 +224,7 @@ func (e *Engine) Close() {
 	}
 	e.mu.Unlock()
 	e.wg.Wait()
+	e.closeSessions()
 	for _, name := range e.order {
 		if c, ok := e.backends[name].(sandbox.Closer); ok {
 			if err := c.Close(); err != nil {

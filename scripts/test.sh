@@ -97,7 +97,7 @@ bench() {
 	fi
 	grep -E '^(Benchmark|ok)' <<<"$out"
 }
-bench -bench Python -benchtime 20x ./backend/all/
+bench -bench 'Python|Session' -benchtime 20x ./backend/all/
 bench -bench Start -benchtime 100x ./backend/native/
 bench -bench . -benchtime 20x ./backend/docker/
 

@@ -20,6 +20,11 @@ const (
 	OpFunction Operation = "function"
 	OpLint     Operation = "lint"
 	OpTool     Operation = "tool"
+	// OpSession is a session's creation and its end: the reason is
+	// created, closed, expired, idle or shutdown.
+	OpSession Operation = "session"
+	// OpSessionExec is an exec in a session.
+	OpSessionExec Operation = "session_exec"
 	// OpAuth is the audit row of a failed authentication: its token is
 	// empty, its remote address and error code say who and why.
 	OpAuth Operation = "auth"
@@ -32,7 +37,8 @@ type AuditRecord struct {
 	RequestID string    `json:"request_id,omitempty"`
 	// Token is the name of the token that asked ("anonymous" without auth).
 	Token string `json:"token"`
-	// Operation is run, function, lint, tool or auth.
+	// Operation is run, function, lint, tool, session, session_exec or
+	// auth.
 	Operation Operation       `json:"kind"`
 	Backend   string          `json:"backend,omitempty"`
 	Isolation string          `json:"isolation,omitempty"`

@@ -45,7 +45,7 @@ type functionRequestJSON struct {
 	Entrypoint   string          `json:"entrypoint,omitempty"`
 	Mode         string          `json:"mode,omitempty"`
 	Language     string          `json:"language,omitempty"`
-	Timeout      seconds         `json:"timeout,omitzero"`
+	Timeout      Seconds         `json:"timeout,omitzero"`
 	Backend      string          `json:"backend,omitempty"`
 	Tier         string          `json:"tier,omitempty"`
 	MinIsolation string          `json:"min_isolation,omitempty"`
@@ -59,7 +59,7 @@ func (r FunctionRequest) MarshalJSON() ([]byte, error) {
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(functionRequestJSON{
 		Code: r.Code, Params: r.Params, Entrypoint: r.Entrypoint, Mode: r.Mode, Language: r.Language,
-		Timeout: seconds(r.Timeout), Backend: r.Backend, Tier: r.Tier, MinIsolation: r.MinIsolation,
+		Timeout: Seconds(r.Timeout), Backend: r.Backend, Tier: r.Tier, MinIsolation: r.MinIsolation,
 	}); err != nil {
 		return nil, err
 	}
@@ -81,19 +81,19 @@ func (r *FunctionRequest) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// seconds is a duration given as seconds (a number, e.g. 2.5) or as a
+// Seconds is a duration given as seconds (a number, e.g. 2.5) or as a
 // duration string ("1500ms"); it encodes as seconds.
-type seconds time.Duration
+type Seconds time.Duration
 
-func (d seconds) MarshalJSON() ([]byte, error) {
+func (d Seconds) MarshalJSON() ([]byte, error) {
 	return strconv.AppendFloat(nil, time.Duration(d).Seconds(), 'f', -1, 64), nil
 }
 
-func (d *seconds) UnmarshalJSON(b []byte) error {
+func (d *Seconds) UnmarshalJSON(b []byte) error {
 	if string(b) == "null" {
 		return nil
 	}
-	bad := &json.UnmarshalTypeError{Value: fmt.Sprintf("%.40s (want seconds or a duration such as \"1500ms\")", b), Type: reflect.TypeFor[seconds]()}
+	bad := &json.UnmarshalTypeError{Value: fmt.Sprintf("%.40s (want seconds or a duration such as \"1500ms\")", b), Type: reflect.TypeFor[Seconds]()}
 	if len(b) > 0 && b[0] == '"' {
 		var s string
 		if err := json.Unmarshal(b, &s); err != nil {
@@ -103,7 +103,7 @@ func (d *seconds) UnmarshalJSON(b []byte) error {
 		if err != nil {
 			return bad
 		}
-		*d = seconds(v)
+		*d = Seconds(v)
 		return nil
 	}
 	var secs float64
@@ -111,7 +111,7 @@ func (d *seconds) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &secs); err != nil || secs < -1e6 || secs > 1e6 {
 		return bad
 	}
-	*d = seconds(secs * float64(time.Second))
+	*d = Seconds(secs * float64(time.Second))
 	return nil
 }
 

@@ -57,6 +57,62 @@ func BenchmarkPython(b *testing.B) {
 	}
 }
 
+// BenchmarkSession compares, side by side in one run on every backend
+// available here, a one-shot run of /bin/true (Create, Exec, Close) with
+// an Exec of it in a sandbox kept open (a session's exec).
+func BenchmarkSession(b *testing.B) {
+	root := b.TempDir()
+	os.Chmod(root, 0o711)
+	for d := filepath.Dir(root); d != "/" && d != os.TempDir(); d = filepath.Dir(d) {
+		os.Chmod(d, 0o711)
+	}
+	p := &sandbox.Process{Args: []string{"/bin/true"}}
+	for _, name := range sandbox.Names() {
+		if name == "local" {
+			continue
+		}
+		r, _ := sandbox.Lookup(name)
+		be, err := r.New(sandbox.Settings{WorkRoot: filepath.Join(root, name)})
+		if err != nil {
+			b.Logf("%s: %v", name, err)
+			continue
+		}
+		ctx := context.Background()
+		if h := be.Health(ctx); !h.Available || !h.Ready {
+			b.Logf("%s: %s", name, h.Reason)
+			if c, ok := be.(interface{ Close() error }); ok {
+				c.Close()
+			}
+			continue
+		}
+		b.Run(name+"/oneshot", func(b *testing.B) {
+			p50(b, func() error {
+				_, err := sandbox.Run(ctx, be, sandbox.Spec{}, p)
+				return err
+			})
+		})
+		b.Run(name+"/session_exec", func(b *testing.B) {
+			sb, err := be.Create(ctx, sandbox.Spec{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer sb.Close(ctx)
+			p50(b, func() error {
+				res, err := sb.Exec(ctx, p)
+				if err == nil && !res.Succeeded() {
+					b.Fatalf("%s: %s %d %s", name, res.Reason, res.ExitCode, res.Stderr)
+				}
+				return err
+			})
+		})
+		if c, ok := be.(interface{ Close() error }); ok {
+			c.Close()
+		}
+	}
+}
+
+// p50 times run once per iteration and reports the median and the 99th
+// percentile.
 func p50(b *testing.B, run func() error) {
 	var ds []time.Duration
 	for b.Loop() {
@@ -68,4 +124,5 @@ func p50(b *testing.B, run func() error) {
 	}
 	slices.Sort(ds)
 	b.ReportMetric(float64(ds[len(ds)/2])/float64(time.Millisecond), "p50-ms")
+	b.ReportMetric(float64(ds[len(ds)*99/100])/float64(time.Millisecond), "p99-ms")
 }

@@ -53,6 +53,10 @@ func newEngine(cfg *config.Config, more ...func(*engine.Options)) (*engine.Engin
 		ResultMemory:    cfg.Server.MaxResultMemory,
 		QueueDepth:      cfg.Server.QueueDepth,
 		QueueWait:       cfg.Server.QueueWait,
+		Sessions: engine.SessionOptions{
+			Max: cfg.Sessions.Max, PerOwner: cfg.Sessions.PerToken,
+			TTL: cfg.Sessions.TTL, MaxTTL: cfg.Sessions.MaxTTL, Idle: cfg.Sessions.IdleTimeout, MaxIdle: cfg.Sessions.MaxIdleTimeout,
+		},
 		Functions: function.Options{
 			Concurrency:    cfg.Functions.Concurrency,
 			QueueTimeout:   cfg.Functions.QueueTimeout,

@@ -192,9 +192,10 @@ func startEngine(cfg *config.Config, log *slog.Logger, more ...func(*engine.Opti
 		}
 	}
 	return e, store, func() {
+		// The engine first: closing its sessions writes audit rows.
+		e.Close()
 		if store != nil {
 			store.Close()
 		}
-		e.Close()
 	}, nil
 }

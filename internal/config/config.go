@@ -51,6 +51,7 @@ type Config struct {
 	// root, else $XDG_STATE_HOME/execbox.
 	StateDir  string           `yaml:"state_dir"`
 	Functions FunctionsSection `yaml:"functions"`
+	Sessions  SessionsSection  `yaml:"sessions"`
 	Server    ServerSection    `yaml:"server"`
 	Auth      AuthSection      `yaml:"auth"`
 	Audit     AuditSection     `yaml:"audit"`
@@ -64,6 +65,21 @@ type FunctionsSection struct {
 	Concurrency  int           `yaml:"concurrency"`   // 0 = number of CPUs
 	QueueTimeout time.Duration `yaml:"queue_timeout"` // 0 = answer busy at once
 	Timeout      time.Duration `yaml:"timeout"`
+}
+
+// SessionsSection bounds sessions: sandboxes that live across execs.
+type SessionsSection struct {
+	// Max is the most sessions open at once (-1 turns sessions off);
+	// PerToken the most one non-admin token holds.
+	Max      int `yaml:"max"`
+	PerToken int `yaml:"per_token"`
+	// TTL is a session's lifetime and IdleTimeout how long it may go
+	// unused, unless its request asks for less or more (at most MaxTTL
+	// and MaxIdleTimeout).
+	TTL            time.Duration `yaml:"ttl"`
+	MaxTTL         time.Duration `yaml:"max_ttl"`
+	IdleTimeout    time.Duration `yaml:"idle_timeout"`
+	MaxIdleTimeout time.Duration `yaml:"max_idle_timeout"`
 }
 
 // ServerSection configures the HTTP API.
@@ -167,6 +183,8 @@ func Default() *Config {
 		EnvAllowlist:   []string{},
 		EnvAllowPrefix: []string{},
 		Functions:      FunctionsSection{Timeout: 15 * time.Second},
+		Sessions: SessionsSection{Max: 64, PerToken: 8, TTL: 30 * time.Minute, MaxTTL: 24 * time.Hour,
+			IdleTimeout: 10 * time.Minute, MaxIdleTimeout: 24 * time.Hour},
 		Server: ServerSection{
 			Listen: "127.0.0.1:8080", MaxBody: sandbox.MiB, AdminRuns: 1, QueueDepth: 64, QueueWait: 10 * time.Second, MaxResultMemory: DefaultResultMemory(sandbox.HostMemory()),
 			WriteTimeout: 60 * time.Second, MaxHeaderBytes: 16 * sandbox.KiB, AllowedHosts: []string{}, AllowedOrigins: []string{},

@@ -22,6 +22,7 @@ type Metrics struct {
 	authFailed  *prometheus.CounterVec
 	connsClosed *prometheus.CounterVec
 	admitWait   *prometheus.HistogramVec
+	sessions    *prometheus.CounterVec
 }
 
 // New returns a Metrics on a fresh registry.
@@ -67,7 +68,11 @@ func New() *Metrics {
 		Help:    "How long runs waited in the admission queue, by outcome (admitted, or refused when the queue was full or the wait passed).",
 		Buckets: []float64{0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30},
 	}, []string{"outcome"})
-	m.reg.MustRegister(m.admitWait)
+	m.sessions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "execbox_session_events_total",
+		Help: "Session events, by event: created, closed (by its owner or at shutdown), expired (ttl), idle (idle timeout).",
+	}, []string{"event"})
+	m.reg.MustRegister(m.admitWait, m.sessions)
 	m.reg.MustRegister(m.executions, m.duration, m.inFlight, m.busy, m.requests, m.auditErrors, m.authFailed, m.connsClosed,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -117,6 +122,9 @@ func (m *Metrics) AuditError() { m.auditErrors.Inc() }
 
 // AuthFailed records a request refused by authentication with code.
 func (m *Metrics) AuthFailed(code string) { m.authFailed.WithLabelValues(code).Inc() }
+
+// SessionEvent counts a session event.
+func (m *Metrics) SessionEvent(event string) { m.sessions.WithLabelValues(event).Inc() }
 
 // ConnShed records a connection closed by the connection bounds; reason is
 // "evicted" or "refused".

@@ -49,7 +49,7 @@ func loadDoc(t *testing.T) (doc, map[string]any) {
 // TestOpenAPIIsJSON: the YAML document converts to JSON.
 func TestOpenAPIIsJSON(t *testing.T) {
 	d, _ := loadDoc(t)
-	if d.OpenAPI != "3.1.0" || len(d.Paths) != 11 {
+	if d.OpenAPI != "3.1.0" || len(d.Paths) != 19 {
 		t.Fatalf("openapi %q, %d paths", d.OpenAPI, len(d.Paths))
 	}
 }
@@ -68,11 +68,44 @@ func TestOpenAPIMatchesHandlers(t *testing.T) {
 	}
 	served := map[string]access{}
 	for _, rt := range en.srv.routes {
-		served[rt.method+" "+rt.path] = rt.access
+		// A pattern's rest-of-path wildcard is a plain parameter in the
+		// document.
+		served[rt.method+" "+strings.ReplaceAll(rt.path, "{path...}", "{path}")] = rt.access
+	}
+	// Operations on a session's paths are tried on a real session, and a
+	// real file and directory in it.
+	var sess v1.Session
+	if a := en.do("POST", "/v1/sessions", []byte(`{}`), "Authorization", "Bearer "+secret, "Content-Type", "application/json"); a.status != http.StatusCreated {
+		t.Fatalf("creating a session: %d %s", a.status, a.body)
+	} else if err := json.Unmarshal(a.body, &sess); err != nil {
+		t.Fatal(err)
+	}
+	concrete := func(method, path string) string {
+		file := "f.txt"
+		if strings.Contains(path, "/list/") || strings.Contains(path, "/mkdir/") {
+			file = "d"
+		}
+		path = strings.ReplaceAll(path, "{id}", sess.ID)
+		return strings.ReplaceAll(path, "{path}", file)
+	}
+	for _, call := range []struct{ method, path, ct, body string }{
+		{"PUT", "/files/f.txt", "application/octet-stream", "x"},
+		{"POST", "/mkdir/d", "", ""},
+	} {
+		hdr := []string{"Authorization", "Bearer " + secret}
+		if call.ct != "" {
+			hdr = append(hdr, "Content-Type", call.ct)
+		}
+		if a := en.do(call.method, "/v1/sessions/"+sess.ID+call.path, []byte(call.body), hdr...); a.status != http.StatusCreated {
+			t.Fatalf("%s %s: %d %s", call.method, call.path, a.status, a.body)
+		}
 	}
 	documented := map[string]operation{}
 	for path, ops := range d.Paths {
 		for method, raw := range ops {
+			if method == "parameters" {
+				continue
+			}
 			var op operation
 			if err := json.Unmarshal(raw, &op); err != nil {
 				t.Fatalf("%s %s: %v", method, path, err)
@@ -95,21 +128,33 @@ func TestOpenAPIMatchesHandlers(t *testing.T) {
 		if open != (acc == public) {
 			t.Errorf("%s: documented public=%v, served with access %d", k, open, acc)
 		}
-		if _, ok := op.Responses["200"]; !ok {
-			t.Errorf("%s documents no 200 answer", k)
+		var success string
+		for _, c := range []string{"200", "201", "204"} {
+			if _, ok := op.Responses[c]; ok && success == "" {
+				success = c
+			}
 		}
+		if success == "" {
+			t.Errorf("%s documents no 2xx answer", k)
+		}
+		want := http.StatusOK
+		fmt.Sscan(success, &want)
 		if acc != public {
 			if _, ok := op.Responses["401"]; !ok {
 				t.Errorf("%s needs a token but documents no 401", k)
 			}
 		}
 		method, path, _ := strings.Cut(k, " ")
+		path = concrete(method, path)
 		if method == "GET" {
 			a := en.do(method, path, nil, "Authorization", "Bearer "+secret)
-			if a.status != http.StatusOK {
+			if a.status != want {
 				t.Errorf("%s: status %d: %s", k, a.status, a.body)
 			}
 			continue
+		}
+		if method == "DELETE" {
+			continue // the file and the session: removed at the end
 		}
 		// Every example request body is accepted by the real handler.
 		n := 0
@@ -122,19 +167,31 @@ func TestOpenAPIMatchesHandlers(t *testing.T) {
 						// MCP clients must accept both answers.
 						hdr = append(hdr, "Accept", "application/json, text/event-stream")
 					}
-					a := en.do(method, path, []byte(ex.Value), hdr...)
-					if a.status != http.StatusOK {
+					body := []byte(ex.Value)
+					if ct != "application/json" {
+						json.Unmarshal(ex.Value, &body) // a JSON string: the raw body
+					}
+					a := en.do(method, path, body, hdr...)
+					if a.status != want {
 						t.Errorf("%s example %s: status %d: %s", k, name, a.status, a.body)
 					}
 				}
 			}
 		}
-		if n == 0 {
+		if n == 0 && op.RequestBody != nil {
 			t.Errorf("%s has no example request body", k)
 		}
 		// A documented path with the wrong method is a 405 problem, not a 404.
-		if a := en.do("DELETE", path, nil); a.status != http.StatusMethodNotAllowed {
-			t.Errorf("DELETE %s: status %d, want 405", path, a.status)
+		if a := en.do("PATCH", path, nil); a.status != http.StatusMethodNotAllowed {
+			t.Errorf("PATCH %s: status %d, want 405", path, a.status)
+		}
+	}
+	for _, p := range []string{"/v1/sessions/{id}/files/{path}", "/v1/sessions/{id}"} {
+		if _, ok := documented["DELETE "+p]; !ok {
+			t.Errorf("DELETE %s is not documented", p)
+		}
+		if a := en.do("DELETE", concrete("DELETE", p), nil, "Authorization", "Bearer "+secret); a.status != http.StatusNoContent {
+			t.Errorf("DELETE %s: %d %s", p, a.status, a.body)
 		}
 	}
 }

@@ -38,7 +38,7 @@ func (s *Server) routeTable() []route {
 	if s.opts.PublicMetrics {
 		metricsAccess = public
 	}
-	return []route{
+	return append([]route{
 		{"POST", "/v1/runs", token, s.handleRun},
 		{"POST", "/v1/functions:execute", token, s.handleFunction(v1.OpFunction)},
 		{"POST", "/v1/functions:lint", token, s.handleFunction(v1.OpLint)},
@@ -50,7 +50,7 @@ func (s *Server) routeTable() []route {
 		{"GET", "/readyz", public, s.handleReadyz},
 		{"GET", "/metrics", metricsAccess, s.metrics.Handler().ServeHTTP},
 		{"POST", "/mcp", token, s.handleMCP},
-	}
+	}, s.sessionRoutes()...)
 }
 
 func (s *Server) mux() http.Handler {

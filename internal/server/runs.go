@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -12,7 +13,6 @@ import (
 	"time"
 
 	v1 "github.com/execbox/execbox/api/v1"
-	"github.com/execbox/execbox/engine"
 	"github.com/execbox/execbox/internal/audit"
 	"github.com/execbox/execbox/sandbox"
 )
@@ -55,7 +55,7 @@ func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) {
 	x.entry.Limits = &l
 	sel := sandbox.Selection{Backend: req.Backend, Tier: req.Tier, MinIsolation: req.MinIsolation}
 	if q := r.URL.Query().Get("stream"); q == "1" || q == "true" {
-		s.streamRun(w, r, x, t, sel, p, runCode(&req))
+		s.streamRun(w, r, x, t.Limits().Output, func(ctx context.Context) (*sandbox.Result, error) { return t.Run(ctx, sel, p) }, p, runCode(&req))
 		return
 	}
 	res, err := t.Run(r.Context(), sel, p)
@@ -117,11 +117,12 @@ func runHash(req *v1.RunRequest) string {
 // any output still gets its problem status. Each event's write has its own
 // deadline: a client that stops reading is cut off, while the program is
 // never blocked by it (events wait in memory, bounded by the output limit).
-func (s *Server) streamRun(w http.ResponseWriter, r *http.Request, x *execution, t *engine.Ticket, sel sandbox.Selection, p *sandbox.Process, code string) {
+// run runs p, whose Stdout and Stderr streamRun sets; at most room bytes
+// of each are passed on.
+func (s *Server) streamRun(w http.ResponseWriter, r *http.Request, x *execution, room int64, run func(context.Context) (*sandbox.Result, error), p *sandbox.Process, code string) {
 	st := &stream{w: w, sse: wantsSSE(r), notify: make(chan struct{}, 1), timeout: s.opts.WriteTimeout}
 	// Backends tee only the bytes they keep; the cap holds even if one
 	// did not.
-	room := t.Limits().Output
 	p.Stdout = st.tee(v1.EventStdout, room)
 	p.Stderr = st.tee(v1.EventStderr, room)
 
@@ -131,7 +132,7 @@ func (s *Server) streamRun(w http.ResponseWriter, r *http.Request, x *execution,
 	}
 	done := make(chan outcome, 1)
 	go func() {
-		res, err := t.Run(r.Context(), sel, p)
+		res, err := run(r.Context())
 		done <- outcome{res, err}
 	}()
 	var out outcome

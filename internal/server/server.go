@@ -165,6 +165,8 @@ func New(o Options) (*Server, error) {
 		s.mcp = o.MCP(s.handler)
 	}
 	e := o.Engine
+	e.ObserveSessions(s.sessionEvent)
+	s.metrics.Gauge("execbox_sessions_open", "Sessions open now (at most sessions.max).", func() float64 { return float64(e.OpenSessions()) })
 	s.metrics.Gauge("execbox_run_slots", "Run slots (server.max_runs).", func() float64 { return float64(e.Admission().Slots) })
 	s.metrics.Gauge("execbox_admission_queued", "Runs waiting for a run slot now (at most server.queue_depth).",
 		func() float64 { return float64(e.Admission().Queued) })

@@ -30,6 +30,20 @@
 // (after Exec), since a running program could change files mid-read;
 // sizes are still bounded then.
 //
+// # A running sandbox's files
+//
+// Put, Get, Stat, List, RemovePath and Mkdir are sandbox.Files on the host:
+// one file or directory at a time, while the sandboxed program may run
+// and swap a directory for a symlink at any moment. Each path is walked
+// one component at a time with the same openat2 flags, and only its last
+// component is named to an *at call that never follows it (lstat, unlink,
+// mkdir, O_NOFOLLOW), so a swap makes the call fail (path_invalid) and
+// never reach outside. Put and Get are bounded by their max, List by its
+// max (holding at most max+1024 names however big the directory),
+// RemovePath by the depth of the tree and never enters a mount point. They
+// keep no state, so unlike Write, Collect and Snapshot they are safe for
+// concurrent use.
+//
 // # Invariants
 //
 //   - Reconcile removes a base only when its process is dead, or when it
@@ -48,6 +62,7 @@
 //
 // The set of live bases is process-wide and safe for concurrent use, so
 // several Bases (one per backend) may share a work root; a single Base is
-// closed once, after every sandbox under it is closed. A Dir is used by
-// one goroutine at a time.
+// closed once, after every sandbox under it is closed. A Dir's Write,
+// Collect and Snapshot are used by one goroutine at a time; its file
+// operations (above) by any number.
 package workdir

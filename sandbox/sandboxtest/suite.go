@@ -102,6 +102,8 @@ type suite struct {
 //	syscalls/{allowed/<row>,denied/<row>}
 //	fs/{ls_la,stat,python_stat_scandir}
 //	io/select_poll_pipe
+//	session/{state_persists,files/{round_trip_50MiB,visible_both_ways,bounds,
+//	         dirs,symlinks_not_followed}}
 //	leaks/runs
 //
 // where <rule> is one of absolute, dotdot, dotdot_inner, nul, long_component,
@@ -143,6 +145,7 @@ func Run(t *testing.T, b sandbox.Backend, opts ...Option) {
 	s.run(t, "syscalls", s.testSyscalls)
 	s.run(t, "fs", s.testFS)
 	s.run(t, "io", s.testIO)
+	s.run(t, "session", s.testSession)
 	s.run(t, "leaks", s.testLeaks)
 }
 

@@ -132,6 +132,12 @@ func table() []entry {
 		{"fs/stat", "deny:statx", `Operation not permitted`},
 		{"fs/python_stat_scandir", "deny:getdents64", `PermissionError`},
 		{"io/select_poll_pipe", "deny:pselect6", `PermissionError`},
+		{"session/state_persists", "workdir_per_exec", `exec 2:`},
+		{"session/files/round_trip_50MiB", "get_file_short", `GetFile:`},
+		{"session/files/visible_both_ways", "put_file_empty", `the program read ""`},
+		{"session/files/bounds", "files_unbounded", `PutFile of max+1`},
+		{"session/files/dirs", "remove_ignored", `Stat after Remove`},
+		{"session/files/symlinks_not_followed", "get_file_follows_symlinks", `GetFile through a symlinked dir`},
 		{"leaks/runs", "leak_tmp", `new entries in`},
 	}
 	for _, r := range []string{"absolute", "dotdot", "dotdot_inner", "nul", "long_component", "long_path", "empty",
@@ -656,6 +662,14 @@ func (s *brokenSandbox) Exec(ctx context.Context, p *sandbox.Process) (*sandbox.
 		if err != nil {
 			return nil, err
 		}
+		return fresh.Exec(ctx, p)
+	}
+	if s.b.knob == "workdir_per_exec" {
+		fresh, err := s.b.Backend.Create(ctx, s.spec)
+		if err != nil {
+			return nil, err
+		}
+		defer fresh.Close(context.WithoutCancel(ctx))
 		return fresh.Exec(ctx, p)
 	}
 	q := *p

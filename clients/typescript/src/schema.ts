@@ -29,6 +29,189 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/sessions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The caller's open sessions (every session, for an admin token), oldest first. */
+        get: operations["listSessions"];
+        put?: never;
+        /**
+         * Open a session, a sandbox that lives across execs and keeps its files.
+         * @description The session lives until it is closed (DELETE), its ttl passes or it
+         *     goes unused for its idle_timeout (server defaults 30 min and 10
+         *     min). Its memory, pids, cpus and work_size limits hold for the
+         *     whole session; wall and output for each exec. It belongs to the
+         *     token that made it: another token gets 404. Nothing of it survives
+         *     an execbox restart. Too many open sessions (sessions.max, or
+         *     sessions.per_token for this token) is 429 sessions_exhausted.
+         */
+        post: operations["createSession"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sessions/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["SessionID"];
+            };
+            cookie?: never;
+        };
+        /** One of the caller's sessions. */
+        get: operations["getSession"];
+        put?: never;
+        post?: never;
+        /** Close a session; every process of it ends and every trace of it goes. Closing a closed session succeeds. */
+        delete: operations["closeSession"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sessions/{id}/exec": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["SessionID"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Run a command, or code, in the session's work dir.
+         * @description As a run: the answer is the result, or with `?stream=1` a stream
+         *     of events. Files written by one exec are there for the next; the
+         *     processes of an exec end with it. One exec at a time: a second is
+         *     429 sandbox_busy.
+         */
+        post: operations["execInSession"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sessions/{id}/files/{path}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["SessionID"];
+                /** @description Relative to the work dir; may hold "/" (sent unescaped); no "..", never through a symlink. */
+                path: components["parameters"]["FilePath"];
+            };
+            cookie?: never;
+        };
+        /** Download a regular file, streamed. */
+        get: operations["getSessionFile"];
+        /**
+         * Upload a file (the raw body, streamed), creating missing directories.
+         * @description The body is the file's content, of any type, at most the session's
+         *     work_size; it is streamed to the sandbox, never held whole. A path
+         *     through a symlink or a non-directory is 400 path_invalid; a full
+         *     work dir 413 work_size_exceeded.
+         */
+        put: operations["putSessionFile"];
+        post?: never;
+        /** Remove a file, or a directory with everything in it (a symlink is removed, never followed). */
+        delete: operations["deleteSessionFile"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sessions/{id}/stat/{path}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["SessionID"];
+                /** @description Relative to the work dir; may hold "/" (sent unescaped); no "..", never through a symlink. */
+                path: components["parameters"]["FilePath"];
+            };
+            cookie?: never;
+        };
+        /** Describe an entry of the work dir (a symlink as itself). */
+        get: operations["statSessionFile"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sessions/{id}/list": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["SessionID"];
+            };
+            cookie?: never;
+        };
+        /** List the work dir. */
+        get: operations["listSessionWorkDir"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sessions/{id}/list/{path}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["SessionID"];
+                /** @description Relative to the work dir; may hold "/" (sent unescaped); no "..", never through a symlink. */
+                path: components["parameters"]["FilePath"];
+            };
+            cookie?: never;
+        };
+        /** List a directory of the work dir. */
+        get: operations["listSessionDir"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sessions/{id}/mkdir/{path}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["SessionID"];
+                /** @description Relative to the work dir; may hold "/" (sent unescaped); no "..", never through a symlink. */
+                path: components["parameters"]["FilePath"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Create a directory and its missing parents (one that exists is no error). */
+        post: operations["makeSessionDir"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/functions:execute": {
         parameters: {
             query?: never;
@@ -194,6 +377,7 @@ export interface paths {
          *     execbox_auth_failures_total{code}, execbox_connections_shed_total{reason},
          *     execbox_connections_open, execbox_run_slots, execbox_run_slots_in_use,
          *     execbox_result_memory_bytes, execbox_result_memory_reserved_bytes,
+         *     execbox_sessions_open, execbox_session_events_total{event},
          *     and the Go and process collectors. Needs a token unless
          *     server.public_metrics is set.
          */
@@ -439,7 +623,7 @@ export interface components {
             request_id?: string;
             token: string;
             /** @enum {string} */
-            kind: "run" | "function" | "lint" | "tool" | "auth";
+            kind: "run" | "function" | "lint" | "tool" | "session" | "session_exec" | "auth";
             backend?: string;
             isolation?: string;
             limits?: components["schemas"]["Limits"];
@@ -457,6 +641,86 @@ export interface components {
         Audit: {
             records: components["schemas"]["AuditRecord"][];
             total: number;
+        };
+        SessionRequest: {
+            limits?: components["schemas"]["Limits"];
+            env?: {
+                [key: string]: string;
+            };
+            /** @description Small files written first (relative path → content, base64); upload large ones with PUT. */
+            files?: {
+                [key: string]: string;
+            };
+            ttl?: components["schemas"]["Duration"];
+            idle_timeout?: components["schemas"]["Duration"];
+            labels?: {
+                [key: string]: string;
+            };
+            backend?: string;
+            /** @enum {string} */
+            tier?: "strict" | "standard" | "fast";
+            /** @enum {string} */
+            min_isolation?: "none" | "process" | "kernel" | "vm";
+        };
+        Session: {
+            id: string;
+            /** @description The token that made it. */
+            owner?: string;
+            backend: string;
+            /** @enum {string} */
+            isolation: "none" | "process" | "kernel" | "vm";
+            labels?: {
+                [key: string]: string;
+            };
+            limits: components["schemas"]["Limits"];
+            /** Format: date-time */
+            created: string;
+            /**
+             * Format: date-time
+             * @description When the ttl ends it.
+             */
+            expires: string;
+            /** Format: date-time */
+            last_used: string;
+            /** @description Seconds. */
+            idle_timeout: number;
+            execs: number;
+        };
+        Sessions: {
+            sessions: components["schemas"]["Session"][];
+        };
+        /** @description Give `command` or `code`. */
+        SessionExec: {
+            /** @description argv; no shell */
+            command?: string[];
+            /** @description Source run with the language's interpreter (python3 -c, node -e, sh -c, bash -c); at most 128 KiB. */
+            code?: string;
+            /**
+             * @default python
+             * @enum {string}
+             */
+            language?: "python" | "javascript" | "sh" | "bash";
+            stdin?: string;
+            stdin_base64?: string;
+            env?: {
+                [key: string]: string;
+            };
+            dir?: string;
+            timeout?: components["schemas"]["Duration"];
+        };
+        FileInfo: {
+            path: string;
+            /** @enum {string} */
+            type: "file" | "dir" | "symlink" | "other";
+            size: number;
+            /** @description The permission bits. */
+            mode: number;
+            /** Format: date-time */
+            mtime: string;
+        };
+        FileList: {
+            entries: components["schemas"]["FileInfo"][];
+            truncated?: boolean;
         };
     };
     responses: {
@@ -490,6 +754,15 @@ export interface components {
         };
         /** @description No such route, or the audit log is off (audit_disabled). */
         NotFound: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
+        /** @description No such session for this token (session_not_found), a session that is closed (session_closed, saying why), or no such file (file_not_found). */
+        NoSession: {
             headers: {
                 [name: string]: unknown;
             };
@@ -553,7 +826,11 @@ export interface components {
             };
         };
     };
-    parameters: never;
+    parameters: {
+        SessionID: string;
+        /** @description Relative to the work dir; may hold "/" (sent unescaped); no "..", never through a symlink. */
+        FilePath: string;
+    };
     requestBodies: never;
     headers: never;
     pathItems: never;
@@ -597,6 +874,335 @@ export interface operations {
             429: components["responses"]["Busy"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
+        };
+    };
+    listSessions: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The sessions. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Sessions"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+        };
+    };
+    createSession: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SessionRequest"];
+            };
+        };
+        responses: {
+            /** @description The session is open. */
+            201: {
+                headers: {
+                    Location?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Session"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["TooLarge"];
+            415: components["responses"]["UnsupportedMedia"];
+            429: components["responses"]["Busy"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    getSession: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["SessionID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The session. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Session"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NoSession"];
+        };
+    };
+    closeSession: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["SessionID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The session is closed. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NoSession"];
+        };
+    };
+    execInSession: {
+        parameters: {
+            query?: {
+                stream?: "1" | "true" | "0" | "false";
+                explain?: "1" | "true" | "0" | "false";
+            };
+            header?: never;
+            path: {
+                id: components["parameters"]["SessionID"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SessionExec"];
+            };
+        };
+        responses: {
+            /** @description The exec ended. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RunResult"];
+                    "application/x-ndjson": components["schemas"]["StreamEvent"];
+                    "text/event-stream": string;
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NoSession"];
+            413: components["responses"]["TooLarge"];
+            415: components["responses"]["UnsupportedMedia"];
+            429: components["responses"]["Busy"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    getSessionFile: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["SessionID"];
+                /** @description Relative to the work dir; may hold "/" (sent unescaped); no "..", never through a symlink. */
+                path: components["parameters"]["FilePath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The file's bytes. X-Execbox-File-Size is its size when the download began. */
+            200: {
+                headers: {
+                    "X-Execbox-File-Size"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/octet-stream": string;
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NoSession"];
+        };
+    };
+    putSessionFile: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["SessionID"];
+                /** @description Relative to the work dir; may hold "/" (sent unescaped); no "..", never through a symlink. */
+                path: components["parameters"]["FilePath"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/octet-stream": string;
+            };
+        };
+        responses: {
+            /** @description The file is written. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FileInfo"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NoSession"];
+            408: components["responses"]["SlowBody"];
+            413: components["responses"]["TooLarge"];
+        };
+    };
+    deleteSessionFile: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["SessionID"];
+                /** @description Relative to the work dir; may hold "/" (sent unescaped); no "..", never through a symlink. */
+                path: components["parameters"]["FilePath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Removed. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NoSession"];
+        };
+    };
+    statSessionFile: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["SessionID"];
+                /** @description Relative to the work dir; may hold "/" (sent unescaped); no "..", never through a symlink. */
+                path: components["parameters"]["FilePath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The entry. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FileInfo"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NoSession"];
+        };
+    };
+    listSessionWorkDir: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["SessionID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Its entries, sorted by name (at most 10000). */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FileList"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NoSession"];
+        };
+    };
+    listSessionDir: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["SessionID"];
+                /** @description Relative to the work dir; may hold "/" (sent unescaped); no "..", never through a symlink. */
+                path: components["parameters"]["FilePath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Its entries, sorted by name (at most 10000). */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FileList"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NoSession"];
+        };
+    };
+    makeSessionDir: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["SessionID"];
+                /** @description Relative to the work dir; may hold "/" (sent unescaped); no "..", never through a symlink. */
+                path: components["parameters"]["FilePath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The directory. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FileInfo"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NoSession"];
         };
     };
     executeFunction: {

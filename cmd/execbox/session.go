@@ -1,0 +1,342 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	v1 "github.com/execbox/execbox/api/v1"
+	"github.com/execbox/execbox/client"
+	"github.com/execbox/execbox/errmap"
+	"github.com/execbox/execbox/sandbox"
+)
+
+// sessionFlags are what every session subcommand shares.
+type sessionFlags struct {
+	remote string
+	asJSON bool
+}
+
+func (f *sessionFlags) client() (*client.Client, error) {
+	return remoteClient(f.remote)
+}
+
+// defaultServer is the server the session commands talk to.
+func defaultServer() string {
+	if u := os.Getenv("EXECBOX_URL"); u != "" {
+		return u
+	}
+	return "http://127.0.0.1:8080"
+}
+
+func newSessionCmd() *cobra.Command {
+	f := &sessionFlags{}
+	cmd := &cobra.Command{
+		Use:   "session",
+		Short: "Open sessions on an execbox server, run commands in them, move files in and out",
+		Long: `A session is a sandbox on an execbox server (execbox serve) that lives across
+commands: files written by one command are there for the next. It ends when
+it is closed, when its ttl passes (30 min by default) or when it goes unused
+for its idle timeout (10 min). Nothing of it survives a restart of the server.
+
+The server is --server, or $EXECBOX_URL, or http://127.0.0.1:8080; the token
+comes from EXECBOX_TOKEN. A remote path in cp is SESSION:PATH.
+
+  id=$(execbox session create)
+  execbox session exec $id -- sh -c 'echo hi > greeting'
+  execbox session cp $id:greeting -
+  execbox session close $id`,
+	}
+	cmd.PersistentFlags().StringVar(&f.remote, "server", defaultServer(), "the execbox server's URL")
+	cmd.PersistentFlags().BoolVar(&f.asJSON, "json", false, "print the answers as JSON")
+	cmd.AddCommand(newSessionCreateCmd(f), newSessionListCmd(f), newSessionExecCmd(f), newSessionCpCmd(f),
+		newSessionLsCmd(f), newSessionCloseCmd(f))
+	return cmd
+}
+
+func newSessionCreateCmd(f *sessionFlags) *cobra.Command {
+	var req v1.SessionRequest
+	var ttl, idle time.Duration
+	var labels []string
+	var memory string
+	cmd := &cobra.Command{
+		Use:   "create",
+		Short: "Open a session and print its id",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			req.TTL, req.IdleTimeout = v1.Seconds(ttl), v1.Seconds(idle)
+			for _, l := range labels {
+				k, v, ok := strings.Cut(l, "=")
+				if !ok {
+					return sandbox.Errorf(sandbox.ErrInvalid, "flag_invalid", "--label %q: want key=value", l)
+				}
+				if req.Labels == nil {
+					req.Labels = map[string]string{}
+				}
+				req.Labels[k] = v
+			}
+			if memory != "" {
+				n, err := sandbox.ParseSize(memory)
+				if err != nil {
+					return sandbox.Errorf(sandbox.ErrInvalid, "flag_invalid", "--memory: %v", err)
+				}
+				req.Limits.Memory = n
+			}
+			c, err := f.client()
+			if err != nil {
+				return err
+			}
+			s, err := c.CreateSession(cmd.Context(), &req)
+			if err != nil {
+				return err
+			}
+			if f.asJSON {
+				return printJSON(s)
+			}
+			fmt.Println(s.ID)
+			return nil
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&req.Backend, "backend", "", "where it runs: a backend name (default: the server's choice)")
+	fl.StringVar(&req.Tier, "tier", "", "strict, standard or fast")
+	fl.StringVar(&req.MinIsolation, "min-isolation", "", "process, kernel or vm")
+	fl.DurationVar(&ttl, "ttl", 0, "its lifetime (default: the server's, 30m)")
+	fl.DurationVar(&idle, "idle-timeout", 0, "how long it may go unused (default: the server's, 10m)")
+	fl.StringArrayVar(&labels, "label", nil, "a label key=value (repeatable)")
+	fl.StringVar(&memory, "memory", "", "its memory limit, e.g. 512m")
+	return cmd
+}
+
+func newSessionListCmd(f *sessionFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:   "list",
+		Short: "List your open sessions (every one, with an admin token)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := f.client()
+			if err != nil {
+				return err
+			}
+			list, err := c.Sessions(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if f.asJSON {
+				return printJSON(v1.Sessions{Sessions: list})
+			}
+			tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "ID\tBACKEND\tOWNER\tEXECS\tIDLE\tEXPIRES IN\tLABELS")
+			now := time.Now()
+			for _, s := range list {
+				var ls []string
+				for k, v := range s.Labels {
+					ls = append(ls, k+"="+v)
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", s.ID, s.Backend, s.Owner, s.Execs,
+					now.Sub(s.LastUsed).Round(time.Second), s.Expires.Sub(now).Round(time.Second), strings.Join(ls, ","))
+			}
+			return tw.Flush()
+		},
+	}
+}
+
+func newSessionExecCmd(f *sessionFlags) *cobra.Command {
+	var req v1.SessionExec
+	var timeout time.Duration
+	var stdin bool
+	cmd := &cobra.Command{
+		Use:   "exec SESSION [-c CODE | -- COMMAND [ARG...]]",
+		Short: "Run a command, or code, in a session; its output as it comes, its exit code as execbox's",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id := args[0]
+			req.Command = args[1:]
+			req.Timeout = v1.Seconds(timeout)
+			if stdin {
+				b, err := io.ReadAll(io.LimitReader(os.Stdin, maxRemoteStdin+1))
+				if err != nil {
+					return err
+				}
+				if len(b) > maxRemoteStdin {
+					return sandbox.Errorf(sandbox.ErrLimit, "stdin_too_large", "stdin is over %s", sandbox.HumanSize(maxRemoteStdin))
+				}
+				req.StdinBase64 = b
+			}
+			c, err := f.client()
+			if err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			var res *v1.RunResult
+			if f.asJSON {
+				res, err = c.Exec(ctx, id, &req)
+			} else {
+				res, err = c.ExecStream(ctx, id, &req, os.Stdout, os.Stderr)
+			}
+			if err != nil {
+				return err
+			}
+			if f.asJSON {
+				if err := printJSON(res); err != nil {
+					return err
+				}
+			} else {
+				reportTruncation(res)
+			}
+			return exitError{errmap.ResultExitCode(res)}
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVarP(&req.Code, "code", "c", "", "run this code instead of a command")
+	fl.StringVar(&req.Language, "language", "", "the code's language: python (default), javascript, sh, bash")
+	fl.StringVar(&req.Dir, "workdir", "", "the working directory, relative to the work dir")
+	fl.DurationVar(&timeout, "timeout", 0, "shorten the session's wall-clock limit for this command")
+	fl.BoolVarP(&stdin, "interactive", "i", false, "pass execbox's stdin to the command")
+	return cmd
+}
+
+func newSessionCpCmd(f *sessionFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:   "cp SRC DST",
+		Short: "Copy a file into a session (LOCAL SESSION:PATH) or out of one (SESSION:PATH LOCAL); - is stdin or stdout",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := f.client()
+			if err != nil {
+				return err
+			}
+			srcID, srcPath, srcRemote := splitRemote(args[0])
+			dstID, dstPath, dstRemote := splitRemote(args[1])
+			ctx := cmd.Context()
+			switch {
+			case srcRemote == dstRemote:
+				return sandbox.Errorf(sandbox.ErrInvalid, "args_invalid", "give one local path and one SESSION:PATH")
+			case dstRemote:
+				in := io.Reader(os.Stdin)
+				if srcPath != "-" {
+					file, err := os.Open(srcPath)
+					if err != nil {
+						return sandbox.Errorf(sandbox.ErrInvalid, "file_invalid", "%v", err)
+					}
+					defer file.Close()
+					in = file
+				}
+				fi, err := c.PutFile(ctx, dstID, dstPath, in)
+				if err != nil {
+					return err
+				}
+				if f.asJSON {
+					return printJSON(fi)
+				}
+				return nil
+			default:
+				if dstPath == "-" {
+					_, err := c.GetFile(ctx, srcID, srcPath, os.Stdout)
+					return err
+				}
+				// Into a temporary file first: a failed download leaves no
+				// partial file under the name asked for.
+				tmp, err := os.CreateTemp(filepath.Dir(dstPath), ".execbox-cp-*")
+				if err != nil {
+					return sandbox.Errorf(sandbox.ErrInvalid, "file_invalid", "%v", err)
+				}
+				defer os.Remove(tmp.Name())
+				_, err = c.GetFile(ctx, srcID, srcPath, tmp)
+				if cerr := tmp.Close(); err == nil {
+					err = cerr
+				}
+				if err != nil {
+					return err
+				}
+				return os.Rename(tmp.Name(), dstPath)
+			}
+		},
+	}
+}
+
+// splitRemote splits SESSION:PATH; a path without a colon (or starting
+// with . or /) is local.
+func splitRemote(arg string) (id, path string, remote bool) {
+	if strings.HasPrefix(arg, "/") || strings.HasPrefix(arg, ".") {
+		return "", arg, false
+	}
+	id, path, remote = strings.Cut(arg, ":")
+	if !remote {
+		return "", arg, false
+	}
+	return id, path, true
+}
+
+func newSessionLsCmd(f *sessionFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:   "ls SESSION [DIR]",
+		Short: "List a directory of a session's work dir",
+		Args:  cobra.RangeArgs(1, 2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := f.client()
+			if err != nil {
+				return err
+			}
+			dir := ""
+			if len(args) == 2 {
+				dir = strings.Trim(args[1], "/")
+			}
+			l, err := c.List(cmd.Context(), args[0], dir)
+			if err != nil {
+				return err
+			}
+			if f.asJSON {
+				return printJSON(l)
+			}
+			tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+			for _, e := range l.Entries {
+				fmt.Fprintf(tw, "%s\t%04o\t%d\t%s\t%s\n", e.Type, e.Mode, e.Size, e.ModTime.Format(time.DateTime), e.Path)
+			}
+			if l.Truncated {
+				fmt.Fprintln(tw, "… (more entries left out)")
+			}
+			return tw.Flush()
+		},
+	}
+}
+
+func newSessionCloseCmd(f *sessionFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:   "close SESSION...",
+		Short: "Close sessions (closing a closed one succeeds)",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := f.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), 2*time.Minute)
+			defer cancel()
+			for _, id := range args {
+				if err := c.CloseSession(ctx, id); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+	}
+}
+
+// printJSON prints v indented.
+func printJSON(v any) error {
+	enc := json.NewEncoder(os.Stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}

@@ -1,0 +1,259 @@
+package integration
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	v1 "github.com/execbox/execbox/api/v1"
+	"github.com/execbox/execbox/sandbox"
+)
+
+// leftoversOf lists what the server with PID pid has on the host: its
+// sandboxes' cgroups, its base directories under work (the work root)
+// and the mounts in them.
+func leftoversOf(pid int, work string) []string {
+	found := cgroupsOf(pid)
+	bases, _ := filepath.Glob(filepath.Join(work, "*", fmt.Sprintf("%d.*", pid)))
+	found = append(found, bases...)
+	mounts, _ := os.ReadFile("/proc/self/mountinfo")
+	for _, line := range strings.Split(string(mounts), "\n") {
+		for _, b := range bases {
+			if f := strings.Fields(line); len(f) > 4 && strings.HasPrefix(f[4], b+"/") && !strings.HasSuffix(f[4], "/.root") {
+				found = append(found, "mount "+f[4])
+			}
+		}
+	}
+	return found
+}
+
+// TestSessionCLI: the session commands against a real server on the
+// native backend, as a user would type them.
+func TestSessionCLI(t *testing.T) {
+	requireNative(t)
+	s := startServer(t, []string{"EXECBOX_BACKEND=native"})
+	env := []string{"EXECBOX_URL=" + s.url}
+	r := execbox(t, env, "", "session", "create", "--label", "who=cli", "--idle-timeout", "2m")
+	id := strings.TrimSpace(r.stdout)
+	if r.code != 0 || id == "" {
+		t.Fatalf("create: exit %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	for i := 1; i <= 3; i++ {
+		r = execbox(t, env, "", "session", "exec", id, "--", "sh", "-c", "echo x >> n; wc -l < n")
+		if r.code != 0 || strings.TrimSpace(r.stdout) != fmt.Sprint(i) {
+			t.Fatalf("exec %d: exit %d %q %q", i, r.code, r.stdout, r.stderr)
+		}
+	}
+	r = execbox(t, env, "", "session", "exec", id, "--", "sh", "-c", "exit 7")
+	if r.code != 7 {
+		t.Fatalf("the exit code of a session exec: %d, want 7", r.code)
+	}
+	r = execbox(t, env, "", "session", "exec", id, "-c", "import sys; print(sys.stdin.read().upper())", "-i")
+	if r.code != 0 {
+		t.Fatalf("code: exit %d %q", r.code, r.stderr)
+	}
+	r = execbox(t, env, "data to upload", "session", "cp", "-", id+":up/in.txt")
+	if r.code != 0 {
+		t.Fatalf("cp in: exit %d %q", r.code, r.stderr)
+	}
+	out := filepath.Join(t.TempDir(), "out.txt")
+	if r = execbox(t, env, "", "session", "cp", id+":up/in.txt", out); r.code != 0 {
+		t.Fatalf("cp out: exit %d %q", r.code, r.stderr)
+	}
+	if b, _ := os.ReadFile(out); string(b) != "data to upload" {
+		t.Fatalf("copied out %q", b)
+	}
+	if r = execbox(t, env, "", "session", "ls", id, "up"); r.code != 0 || !strings.Contains(r.stdout, "up/in.txt") {
+		t.Fatalf("ls: exit %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	if r = execbox(t, env, "", "session", "list"); r.code != 0 || !strings.Contains(r.stdout, id) || !strings.Contains(r.stdout, "who=cli") {
+		t.Fatalf("list: exit %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	for range 2 {
+		if r = execbox(t, env, "", "session", "close", id); r.code != 0 {
+			t.Fatalf("close: exit %d %q", r.code, r.stderr)
+		}
+	}
+	if r = execbox(t, env, "", "session", "exec", id, "--", "true"); r.code == 0 || !strings.Contains(r.stderr, "session_closed") {
+		t.Fatalf("exec after close: exit %d %q", r.code, r.stderr)
+	}
+}
+
+// TestSessionLifecycleOnBackends: on every isolating backend here, a
+// session keeps its files across execs, an idle one is reaped and leaves
+// nothing on the host, and 50 opened and closed at once leak nothing.
+func TestSessionLifecycleOnBackends(t *testing.T) {
+	requireNative(t)
+	// bwrap is left out: it needs a work root uid 65534 can reach, and the
+	// tests' temporary directories are 0700 (its conformance suite runs sessions).
+	backends := []string{"native"}
+	if strings.Contains(os.Getenv("EXECBOX_REQUIRE"), "gvisor") {
+		backends = append(backends, "gvisor")
+	}
+	if strings.Contains(os.Getenv("EXECBOX_REQUIRE"), "docker") || os.Getenv("DOCKER_HOST") != "" {
+		backends = append(backends, "docker")
+	}
+	for _, b := range backends {
+		t.Run(b, func(t *testing.T) {
+			if b == "gvisor" {
+				requireGVisor(t)
+			}
+			s := startServer(t, []string{"EXECBOX_BACKEND=" + b, "EXECBOX_SESSIONS_PER_TOKEN=64"})
+			c := s.client("")
+			ctx := context.Background()
+			pid := s.cmd.Process.Pid
+
+			// State across execs.
+			sess, err := c.CreateSession(ctx, &v1.SessionRequest{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if sess.Backend != b {
+				t.Fatalf("the session runs on %s", sess.Backend)
+			}
+			for i := 1; i <= 3; i++ {
+				res, err := c.Exec(ctx, sess.ID, &v1.SessionExec{Command: []string{"sh", "-c", "echo x >> n; wc -l < n"}})
+				if err != nil || strings.TrimSpace(res.Stdout) != fmt.Sprint(i) {
+					t.Fatalf("exec %d: %+v, %v", i, res, err)
+				}
+			}
+			if err := c.CloseSession(ctx, sess.ID); err != nil {
+				t.Fatal(err)
+			}
+
+			// 50 at once: each made, used and closed.
+			var wg sync.WaitGroup
+			errs := make(chan error, 50)
+			for i := range 50 {
+				wg.Go(func() {
+					s, err := c.CreateSession(ctx, &v1.SessionRequest{})
+					if err != nil {
+						errs <- err
+						return
+					}
+					defer func() {
+						if err := c.CloseSession(ctx, s.ID); err != nil {
+							errs <- err
+						}
+					}()
+					if _, err := c.PutFile(ctx, s.ID, "f", strings.NewReader(fmt.Sprint(i))); err != nil {
+						errs <- err
+						return
+					}
+					res, err := c.Exec(ctx, s.ID, &v1.SessionExec{Command: []string{"cat", "f"}})
+					if err == nil && res.Stdout != fmt.Sprint(i) {
+						err = fmt.Errorf("session %d read %q", i, res.Stdout)
+					}
+					if err != nil {
+						errs <- err
+					}
+				})
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				t.Error(err)
+			}
+			if l, err := c.Sessions(ctx); err != nil || len(l) != 0 {
+				t.Fatalf("open after closing all: %d, %v", len(l), err)
+			}
+
+			// An idle session is reaped (the reaper looks every 5 s) and
+			// leaves nothing.
+			idle, err := c.CreateSession(ctx, &v1.SessionRequest{IdleTimeout: v1.Seconds(time.Second)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			deadline := time.Now().Add(30 * time.Second)
+			for {
+				_, err := c.Session(ctx, idle.ID)
+				var p *v1.Problem
+				if errors.As(err, &p) && p.Code == "session_closed" {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("the idle session was not reaped: %v", err)
+				}
+				time.Sleep(200 * time.Millisecond)
+			}
+			if left := append(sandboxLeftovers(s.work, true), cgroupsOf(pid)...); len(left) > 0 {
+				t.Fatalf("left on the host after every session closed: %v", left)
+			}
+		})
+	}
+}
+
+// TestSessionsAfterKill9: execbox serve killed with SIGKILL while its
+// sessions are open (one running a program) leaves processes, cgroups,
+// mounts and work dirs behind; the next serve on the same work root
+// removes them all.
+func TestSessionsAfterKill9(t *testing.T) {
+	requireNative(t)
+	work := filepath.Join(t.TempDir(), "work")
+	state := t.TempDir()
+	env := []string{"EXECBOX_BACKEND=native", "EXECBOX_STATE_DIR=" + state, "EXECBOX_WORK_ROOT=" + work}
+	s := startServer(t, env)
+	c := s.client("")
+	ctx := context.Background()
+	marker := fmt.Sprint(time.Now().UnixNano()%90000000 + 10000000)
+	var ids []string
+	for range 3 {
+		sess, err := c.CreateSession(ctx, &v1.SessionRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.PutFile(ctx, sess.ID, "data", io.LimitReader(zeros{}, sandbox.MiB)); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, sess.ID)
+	}
+	go c.Exec(context.Background(), ids[0], &v1.SessionExec{Command: []string{"sleep", marker}})
+	for i := 0; len(alive("sleep "+marker)) == 0; i++ {
+		if i > 100 {
+			t.Fatal("the session's program did not start")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	pid := s.cmd.Process.Pid
+	if len(leftoversOf(pid, work)) == 0 {
+		t.Fatal("a live server with sessions shows nothing on the host; the check is blind")
+	}
+	s.cmd.Process.Signal(syscall.SIGKILL)
+	<-s.exited
+
+	s2 := startServer(t, env)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		left := append(leftoversOf(pid, work), alive("sleep "+marker)...)
+		if len(left) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after a restart, the killed server's sessions left: %v", left)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if l, err := s2.client("").Sessions(ctx); err != nil || len(l) != 0 {
+		t.Fatalf("the new server lists %d sessions (%v); none survive a restart", len(l), err)
+	}
+	_, err := s2.client("").Session(ctx, ids[1])
+	var p *v1.Problem
+	if !errors.As(err, &p) || p.Code != "session_not_found" {
+		t.Fatalf("an old session after a restart: %v", err)
+	}
+}
+
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) {
+	clear(p)
+	return len(p), nil
+}

@@ -1,0 +1,395 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"maps"
+	"net/http"
+	"slices"
+	"strconv"
+	"time"
+
+	v1 "github.com/execbox/execbox/api/v1"
+	"github.com/execbox/execbox/engine"
+	"github.com/execbox/execbox/internal/audit"
+	"github.com/execbox/execbox/sandbox"
+)
+
+// maxListed bounds the entries one listing of a session directory
+// answers with.
+const maxListed = 10_000
+
+// sessionRoutes are the session API's routes.
+func (s *Server) sessionRoutes() []route {
+	return []route{
+		{"POST", "/v1/sessions", token, s.handleSessionCreate},
+		{"GET", "/v1/sessions", token, s.handleSessionList},
+		{"GET", "/v1/sessions/{id}", token, s.handleSessionGet},
+		{"DELETE", "/v1/sessions/{id}", token, s.handleSessionClose},
+		{"POST", "/v1/sessions/{id}/exec", token, s.handleSessionExec},
+		{"PUT", "/v1/sessions/{id}/files/{path...}", token, s.handleFilePut},
+		{"GET", "/v1/sessions/{id}/files/{path...}", token, s.handleFileGet},
+		{"DELETE", "/v1/sessions/{id}/files/{path...}", token, s.handleFileDelete},
+		{"GET", "/v1/sessions/{id}/stat/{path...}", token, s.handleFileStat},
+		{"GET", "/v1/sessions/{id}/list", token, s.handleFileList},
+		{"GET", "/v1/sessions/{id}/list/{path...}", token, s.handleFileList},
+		{"POST", "/v1/sessions/{id}/mkdir/{path...}", token, s.handleMkdir},
+	}
+}
+
+// SessionToWire is a session as the API shows it.
+func SessionToWire(i engine.SessionInfo) v1.Session {
+	return v1.Session{
+		ID: i.ID, Owner: i.Owner, Backend: i.Backend, Isolation: i.Isolation.String(), Labels: i.Labels, Limits: i.Limits,
+		Created: i.Created, Expires: i.Expires, LastUsed: i.LastUsed, IdleTimeout: v1.Seconds(i.IdleTimeout), Execs: i.Execs,
+	}
+}
+
+// handleSessionCreate is POST /v1/sessions.
+func (s *Server) handleSessionCreate(w http.ResponseWriter, r *http.Request) {
+	x := s.begin(r, v1.OpSession)
+	defer x.end()
+	if !x.admit(w) {
+		return
+	}
+	var req v1.SessionRequest
+	if err := s.decodeJSON(w, r, &req, s.opts.MaxBody); err != nil {
+		x.fail(w, err)
+		return
+	}
+	spec, err := req.Build(sandbox.Policy{})
+	if err != nil {
+		x.fail(w, err)
+		return
+	}
+	sess, err := s.opts.Engine.OpenSession(r.Context(), s.owner(x.info.identity), engine.SessionRequest{
+		Selection: sandbox.Selection{Backend: req.Backend, Tier: req.Tier, MinIsolation: req.MinIsolation},
+		Spec:      spec, TTL: time.Duration(req.TTL), Idle: time.Duration(req.IdleTimeout), Labels: req.Labels,
+	})
+	if err != nil {
+		if c := sandbox.CodeOf(err); c == "limit_too_high" || c == "limit_invalid" {
+			err = &v1.FieldError{Field: "limits", Err: err}
+		}
+		x.fail(w, err)
+		return
+	}
+	info := sess.Info()
+	x.entry.Backend, x.entry.Isolation, x.entry.Reason = info.Backend, info.Isolation.String(), engine.SessionCreated
+	x.entry.Limits = &info.Limits
+	x.info.attrs = append(x.info.attrs, sessionAttr(info.ID))
+	x.end()
+	w.Header().Set("Location", "/v1/sessions/"+info.ID)
+	writeJSON(w, http.StatusCreated, SessionToWire(info))
+}
+
+// session finds the caller's session {id}: another token's is 404.
+func (s *Server) session(r *http.Request) (*engine.Session, error) {
+	info := infoOf(r.Context())
+	info.attrs = append(info.attrs, sessionAttr(r.PathValue("id")))
+	return s.opts.Engine.Session(s.owner(info.identity), r.PathValue("id"))
+}
+
+// handleSessionList is GET /v1/sessions.
+func (s *Server) handleSessionList(w http.ResponseWriter, r *http.Request) {
+	list := s.opts.Engine.Sessions(s.owner(infoOf(r.Context()).identity))
+	out := v1.Sessions{Sessions: make([]v1.Session, 0, len(list))}
+	for _, i := range list {
+		out.Sessions = append(out.Sessions, SessionToWire(i))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// handleSessionGet is GET /v1/sessions/{id}.
+func (s *Server) handleSessionGet(w http.ResponseWriter, r *http.Request) {
+	sess, err := s.session(r)
+	if err != nil {
+		writeProblem(w, r, problemOf(r, err))
+		return
+	}
+	writeJSON(w, http.StatusOK, SessionToWire(sess.Info()))
+}
+
+// handleSessionClose is DELETE /v1/sessions/{id}: 204, also for a session
+// already closed.
+func (s *Server) handleSessionClose(w http.ResponseWriter, r *http.Request) {
+	info := infoOf(r.Context())
+	info.attrs = append(info.attrs, sessionAttr(r.PathValue("id")))
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), time.Minute)
+	defer cancel()
+	if err := s.opts.Engine.CloseSession(ctx, s.owner(info.identity), r.PathValue("id")); err != nil {
+		writeProblem(w, r, problemOf(r, err))
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// handleSessionExec is POST /v1/sessions/{id}/exec: as a run, in the
+// session's sandbox.
+func (s *Server) handleSessionExec(w http.ResponseWriter, r *http.Request) {
+	x := s.begin(r, v1.OpSessionExec)
+	defer x.end()
+	if !x.admit(w) {
+		return
+	}
+	sess, err := s.session(r)
+	if err != nil {
+		x.fail(w, err)
+		return
+	}
+	var req v1.SessionExec
+	if err := s.decodeJSON(w, r, &req, s.opts.MaxBody); err != nil {
+		x.fail(w, err)
+		return
+	}
+	x.inFlight()
+	x.entry.CodeSHA256 = sessionExecHash(sess.ID(), &req)
+	p, err := req.Build()
+	if err != nil {
+		x.fail(w, err)
+		return
+	}
+	info := sess.Info()
+	x.entry.Limits = &info.Limits
+	code := req.Code
+	if code == "" {
+		b, _ := json.Marshal(req.Command)
+		code = string(b)
+	}
+	if q := r.URL.Query().Get("stream"); q == "1" || q == "true" {
+		s.streamRun(w, r, x, info.Limits.Output, func(ctx context.Context) (*sandbox.Result, error) { return sess.Exec(ctx, p) }, p, code)
+		return
+	}
+	res, err := sess.Exec(r.Context(), p)
+	if err != nil {
+		x.fail(w, err)
+		return
+	}
+	res.ID = x.entry.ID
+	x.ran(res, code)
+	x.end()
+	res.WireForm(wantsExplain(r))
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	if err := encodeStreaming(w, res, res); err != nil {
+		s.log.Debug("writing a result", "request_id", x.info.id, "err", err)
+	}
+}
+
+// sessionExecHash is an exec's audit hash: the session and everything
+// that decides what runs.
+func sessionExecHash(id string, req *v1.SessionExec) string {
+	h := audit.NewRequestHash("session_exec")
+	h.Field("session", []byte(id))
+	cmd, _ := json.Marshal(req.Command)
+	h.Field("command", cmd)
+	h.Field("code", []byte(req.Code))
+	h.Field("language", []byte(req.Language))
+	h.Field("dir", []byte(req.Dir))
+	for _, k := range slices.Sorted(maps.Keys(req.Env)) {
+		h.Field("env:"+k, []byte(req.Env[k]))
+	}
+	h.Field("stdin", []byte(req.Stdin))
+	h.Field("stdin_base64", req.StdinBase64)
+	return h.Sum()
+}
+
+// files finds the caller's session {id} and its file operations, and
+// checks {path}: "" is the work dir, allowed only where emptyOK.
+func (s *Server) files(r *http.Request, emptyOK bool) (*engine.Session, sandbox.Files, string, error) {
+	sess, err := s.session(r)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	f, err := sess.Files()
+	if err != nil {
+		return nil, nil, "", err
+	}
+	p := r.PathValue("path")
+	if p != "" || !emptyOK {
+		if err := sandbox.CheckPath(p); err != nil {
+			return nil, nil, "", err
+		}
+	}
+	return sess, f, p, nil
+}
+
+// handleFilePut is PUT /v1/sessions/{id}/files/{path}: the raw body
+// becomes the file, streamed (never held whole), at most the session's
+// work_size; 201 with the file's description.
+func (s *Server) handleFilePut(w http.ResponseWriter, r *http.Request) {
+	sess, f, p, err := s.files(r, false)
+	if err != nil {
+		writeProblem(w, r, problemOf(r, err))
+		return
+	}
+	max := sess.Info().Limits.WorkSize
+	if r.ContentLength > max {
+		writeProblem(w, r, problemOf(r, sandbox.Errorf(sandbox.ErrLimit, "file_too_large",
+			"the body is %d bytes, over the session's work_size %s", r.ContentLength, sandbox.HumanSize(max))))
+		return
+	}
+	body := &progressReader{r: r.Body, rc: http.NewResponseController(w), idle: s.opts.BodyTimeout}
+	if _, err := f.PutFile(r.Context(), p, body, max); err != nil {
+		if body.err != nil {
+			err = s.readError(w, body.err)
+		}
+		writeProblem(w, r, problemOf(r, err))
+		return
+	}
+	st, err := f.Stat(r.Context(), p)
+	if err != nil {
+		writeProblem(w, r, problemOf(r, err))
+		return
+	}
+	writeJSON(w, http.StatusCreated, st)
+}
+
+// progressReader reads a body whose every read must bring data within
+// idle: a large upload may take long, a stalled one may not.
+type progressReader struct {
+	r    io.Reader
+	rc   *http.ResponseController
+	idle time.Duration
+	err  error // the body's own read error, not the sandbox's
+}
+
+func (p *progressReader) Read(b []byte) (int, error) {
+	p.rc.SetReadDeadline(time.Now().Add(p.idle))
+	n, err := p.r.Read(b)
+	if err != nil && err != io.EOF {
+		p.err = err
+	}
+	return n, err
+}
+
+// handleFileGet is GET /v1/sessions/{id}/files/{path}: the file's bytes,
+// streamed.
+func (s *Server) handleFileGet(w http.ResponseWriter, r *http.Request) {
+	sess, f, p, err := s.files(r, false)
+	if err != nil {
+		writeProblem(w, r, problemOf(r, err))
+		return
+	}
+	st, err := f.Stat(r.Context(), p)
+	if err == nil && st.Type != sandbox.FileRegular {
+		err = sandbox.Errorf(sandbox.ErrInvalid, "not_a_file", "%q is a %s, not a regular file", p, st.Type)
+	}
+	if err != nil {
+		writeProblem(w, r, problemOf(r, err))
+		return
+	}
+	// The length may change while the program runs: it is not promised.
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Execbox-File-Size", strconv.FormatInt(st.Size, 10))
+	if r.Method == http.MethodHead {
+		return
+	}
+	out := &lazyWriter{w: w}
+	if _, err := f.GetFile(r.Context(), p, out, sess.Info().Limits.WorkSize); err != nil {
+		if !out.started {
+			writeProblem(w, r, problemOf(r, err))
+			return
+		}
+		// Too late for a status: cut the answer short so the client sees
+		// a broken transfer, not a short file.
+		s.log.Warn("downloading a session file", "request_id", infoOf(r.Context()).id, "err", err)
+		panic(http.ErrAbortHandler)
+	}
+}
+
+// lazyWriter writes the status line with the first byte, so that a
+// failure before any is still answered with a problem.
+type lazyWriter struct {
+	w       http.ResponseWriter
+	started bool
+}
+
+func (l *lazyWriter) Write(p []byte) (int, error) {
+	if !l.started {
+		l.started = true
+		l.w.WriteHeader(http.StatusOK)
+	}
+	return l.w.Write(p)
+}
+
+// handleFileDelete is DELETE /v1/sessions/{id}/files/{path}: 204.
+func (s *Server) handleFileDelete(w http.ResponseWriter, r *http.Request) {
+	_, f, p, err := s.files(r, false)
+	if err == nil {
+		err = f.Remove(r.Context(), p)
+	}
+	if err != nil {
+		writeProblem(w, r, problemOf(r, err))
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// handleFileStat is GET /v1/sessions/{id}/stat/{path}.
+func (s *Server) handleFileStat(w http.ResponseWriter, r *http.Request) {
+	_, f, p, err := s.files(r, true)
+	var st sandbox.FileInfo
+	if err == nil {
+		st, err = f.Stat(r.Context(), p)
+	}
+	if err != nil {
+		writeProblem(w, r, problemOf(r, err))
+		return
+	}
+	writeJSON(w, http.StatusOK, st)
+}
+
+// handleFileList is GET /v1/sessions/{id}/list[/{path}].
+func (s *Server) handleFileList(w http.ResponseWriter, r *http.Request) {
+	_, f, p, err := s.files(r, true)
+	var out v1.FileList
+	if err == nil {
+		out.Entries, out.Truncated, err = f.List(r.Context(), p, maxListed)
+	}
+	if err != nil {
+		writeProblem(w, r, problemOf(r, err))
+		return
+	}
+	if out.Entries == nil {
+		out.Entries = []v1.FileInfo{}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// handleMkdir is POST /v1/sessions/{id}/mkdir/{path}: 201 with the
+// directory's description.
+func (s *Server) handleMkdir(w http.ResponseWriter, r *http.Request) {
+	_, f, p, err := s.files(r, false)
+	var st sandbox.FileInfo
+	if err == nil {
+		if err = f.Mkdir(r.Context(), p); err == nil {
+			st, err = f.Stat(r.Context(), p)
+		}
+	}
+	if err != nil {
+		writeProblem(w, r, problemOf(r, err))
+		return
+	}
+	writeJSON(w, http.StatusCreated, st)
+}
+
+func sessionAttr(id string) slog.Attr { return slog.String("session", id) }
+
+// sessionEvent records a session event in the metrics and, for its end
+// (closed, expired, idle, shutdown), in the audit log; its creation is
+// recorded by the request that made it.
+func (s *Server) sessionEvent(event string, i engine.SessionInfo) {
+	s.metrics.SessionEvent(event)
+	if event == engine.SessionCreated || s.opts.Audit == nil {
+		return
+	}
+	e := audit.Entry{Record: audit.Record{Token: i.Owner, Operation: string(v1.OpSession),
+		Backend: i.Backend, Isolation: i.Isolation.String(), Reason: i.Closed, Duration: time.Since(i.Created)}}
+	if _, err := s.opts.Audit.Record(context.Background(), e); err != nil {
+		s.metrics.AuditError()
+		s.log.Error("writing the audit log", "session", i.ID, "err", err)
+	}
+}

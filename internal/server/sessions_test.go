@@ -1,0 +1,195 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	v1 "github.com/execbox/execbox/api/v1"
+	"github.com/execbox/execbox/client"
+	"github.com/execbox/execbox/internal/audit"
+	"github.com/execbox/execbox/internal/auth"
+	"github.com/execbox/execbox/sandbox"
+)
+
+func tokenFor(name, secret string, admin bool) auth.Token {
+	return auth.Token{Name: name, Hash: sha256.Sum256([]byte(secret)), Admin: admin}
+}
+
+func sessionEnv(t *testing.T) (*env, map[string]*client.Client) {
+	t.Helper()
+	en := newEnv(t, setup{tokens: []auth.Token{tokenFor("alice", "a", false), tokenFor("bob", "b", false), tokenFor("root", "r", true)}})
+	cs := map[string]*client.Client{}
+	for name, secret := range map[string]string{"alice": "a", "bob": "b", "root": "r"} {
+		c, err := client.New(en.http.URL, client.WithToken(secret))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cs[name] = c
+	}
+	return en, cs
+}
+
+func wantProblem(t *testing.T, what string, err error, status int, code string) {
+	t.Helper()
+	var p *v1.Problem
+	if !errors.As(err, &p) || p.Status != status || p.Code != code {
+		t.Fatalf("%s: %v, want %d %s", what, err, status, code)
+	}
+}
+
+// TestSessionOverHTTP: a session's whole life through the Go client:
+// state across three execs, a 50 MiB file up and down byte-identical (far
+// over the 1 MiB JSON body bound), streamed output, another token's 404,
+// the admin's view, an idempotent close and the audit rows.
+func TestSessionOverHTTP(t *testing.T) {
+	en, cs := sessionEnv(t)
+	ctx := context.Background()
+	alice := cs["alice"]
+	s, err := alice.CreateSession(ctx, &v1.SessionRequest{Labels: map[string]string{"agent": "t"}, Limits: sandbox.Limits{WorkSize: 64 * sandbox.MiB}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Owner != "alice" || s.Labels["agent"] != "t" || s.Backend != "local" || s.Expires.Sub(s.Created) <= 0 {
+		t.Fatalf("session %+v", s)
+	}
+	for i := 1; i <= 3; i++ {
+		res, err := alice.Exec(ctx, s.ID, &v1.SessionExec{Command: []string{"sh", "-c", "echo x >> n; wc -l < n"}})
+		if err != nil || strings.TrimSpace(res.Stdout) != string(rune('0'+i)) {
+			t.Fatalf("exec %d: %+v, %v", i, res, err)
+		}
+	}
+	var out bytes.Buffer
+	res, err := alice.ExecStream(ctx, s.ID, &v1.SessionExec{Code: "print(open('n').read().count('x'))"}, &out, io.Discard)
+	if err != nil || res.ExitCode != 0 || strings.TrimSpace(out.String()) != "3" {
+		t.Fatalf("streamed exec: %q, %+v, %v", out.String(), res, err)
+	}
+
+	const size = 50 * sandbox.MiB
+	h := sha256.New()
+	fi, err := alice.PutFile(ctx, s.ID, "data/big.bin", io.TeeReader(io.LimitReader(pattern{}, size), h))
+	if err != nil || fi.Size != size || fi.Type != "file" || fi.Path != "data/big.bin" {
+		t.Fatalf("PutFile: %+v, %v", fi, err)
+	}
+	want := h.Sum(nil)
+	h.Reset()
+	if n, err := alice.GetFile(ctx, s.ID, "data/big.bin", h); err != nil || n != size || !bytes.Equal(h.Sum(nil), want) {
+		t.Fatalf("GetFile: %d, %v, identical %v", n, err, bytes.Equal(h.Sum(nil), want))
+	}
+	if l, err := alice.List(ctx, s.ID, "data"); err != nil || len(l.Entries) != 1 || l.Entries[0].Size != size {
+		t.Fatalf("List: %+v, %v", l, err)
+	}
+	if err := alice.Remove(ctx, s.ID, "data"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := alice.Mkdir(ctx, s.ID, "a/b"); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := alice.Stat(ctx, s.ID, "a/b"); err != nil || st.Type != "dir" {
+		t.Fatalf("Stat: %+v, %v", st, err)
+	}
+
+	// Another token: as if the session did not exist.
+	bob := cs["bob"]
+	_, err = bob.Session(ctx, s.ID)
+	wantProblem(t, "bob's GET", err, http.StatusNotFound, "session_not_found")
+	_, err = bob.Exec(ctx, s.ID, &v1.SessionExec{Command: []string{"true"}})
+	wantProblem(t, "bob's exec", err, http.StatusNotFound, "session_not_found")
+	_, err = bob.PutFile(ctx, s.ID, "x", strings.NewReader("x"))
+	wantProblem(t, "bob's upload", err, http.StatusNotFound, "session_not_found")
+	_, err = bob.GetFile(ctx, s.ID, "n", io.Discard)
+	wantProblem(t, "bob's download", err, http.StatusNotFound, "session_not_found")
+	wantProblem(t, "bob's close", bob.CloseSession(ctx, s.ID), http.StatusNotFound, "session_not_found")
+	if l, err := bob.Sessions(ctx); err != nil || len(l) != 0 {
+		t.Fatalf("bob lists %+v, %v", l, err)
+	}
+	if l, err := cs["root"].Sessions(ctx); err != nil || len(l) != 1 || l[0].Execs != 4 {
+		t.Fatalf("the admin lists %+v, %v", l, err)
+	}
+
+	for range 2 {
+		if err := alice.CloseSession(ctx, s.ID); err != nil {
+			t.Fatalf("close: %v", err)
+		}
+	}
+	_, err = alice.Session(ctx, s.ID)
+	wantProblem(t, "GET after close", err, http.StatusNotFound, "session_closed")
+
+	rows, _, err := en.audit.Query(ctx, audit.Query{Operation: string(v1.OpSession), Limit: 10})
+	if err != nil || len(rows) != 2 {
+		t.Fatalf("session audit rows %+v, %v", rows, err)
+	}
+	reasons := rows[0].Reason + "," + rows[1].Reason // newest first
+	if reasons != "closed,created" || rows[0].Token != "alice" {
+		t.Fatalf("session audit rows: %s (token %s)", reasons, rows[0].Token)
+	}
+	// Four execs of alice's, and bob's refused one.
+	execs, _, err := en.audit.Query(ctx, audit.Query{Operation: string(v1.OpSessionExec), Limit: 10})
+	ran := 0
+	for _, r := range execs {
+		if r.ErrorCode == "" && r.Token == "alice" && r.Reason == "exited" {
+			ran++
+		} else if r.Token != "bob" || r.ErrorCode != "session_not_found" {
+			t.Errorf("session_exec row %+v", r)
+		}
+	}
+	if err != nil || ran != 4 || len(execs) != 5 {
+		t.Fatalf("%d session_exec rows, %d of them ran (want 5 and 4), %v", len(execs), ran, err)
+	}
+}
+
+// TestSessionFileBounds: an upload over the session's work_size is 413
+// before or while it is read, leaving nothing; a bad path is 400; a
+// directory is not downloaded.
+func TestSessionFileBounds(t *testing.T) {
+	_, cs := sessionEnv(t)
+	ctx := context.Background()
+	c := cs["alice"]
+	s, err := c.CreateSession(ctx, &v1.SessionRequest{Limits: sandbox.Limits{WorkSize: 4 * sandbox.MiB}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.CloseSession(ctx, s.ID)
+	if _, err := c.PutFile(ctx, s.ID, "exact", io.LimitReader(pattern{}, 4*sandbox.MiB-64*sandbox.KiB)); err != nil {
+		t.Fatalf("an upload within work_size: %v", err)
+	}
+	if err := c.Remove(ctx, s.ID, "exact"); err != nil {
+		t.Fatal(err)
+	}
+	// Known length over the bound: refused before the body is read.
+	_, err = c.PutFile(ctx, s.ID, "big", bytes.NewReader(make([]byte, 4*sandbox.MiB+1)))
+	wantProblem(t, "upload with a length over work_size", err, http.StatusRequestEntityTooLarge, "file_too_large")
+	// Unknown length (chunked) over the bound: refused as it is read.
+	_, err = c.PutFile(ctx, s.ID, "big", io.LimitReader(pattern{}, 5*sandbox.MiB))
+	var p *v1.Problem
+	if !errors.As(err, &p) || p.Status != http.StatusRequestEntityTooLarge {
+		t.Fatalf("streamed upload over work_size: %v, want 413", err)
+	}
+	if _, err := c.Stat(ctx, s.ID, "big"); !errors.As(err, &p) || p.Status != http.StatusNotFound {
+		t.Fatalf("a refused upload left a file: %v", err)
+	}
+	_, err = c.PutFile(ctx, s.ID, "a/../../x", strings.NewReader("x"))
+	if !errors.Is(err, sandbox.ErrInvalid) {
+		t.Fatalf("a .. path: %v", err)
+	}
+	if _, err := c.Mkdir(ctx, s.ID, "d"); err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.GetFile(ctx, s.ID, "d", io.Discard)
+	wantProblem(t, "downloading a directory", err, http.StatusBadRequest, "not_a_file")
+}
+
+// pattern is an endless reader of bytes that vary.
+type pattern struct{}
+
+func (pattern) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = byte(i*7 + i>>8)
+	}
+	return len(p), nil
+}
