@@ -106,7 +106,9 @@ func TestSessionLifecycleOnBackends(t *testing.T) {
 			if b == "gvisor" {
 				requireGVisor(t)
 			}
-			s := startServer(t, []string{"EXECBOX_BACKEND=" + b, "EXECBOX_SESSIONS_PER_TOKEN=64"})
+			// 50 execs at once wait for 2 run slots; under gVisor (a sandbox
+			// start per exec) longer than the default queue_wait.
+			s := startServer(t, []string{"EXECBOX_BACKEND=" + b, "EXECBOX_SESSIONS_PER_TOKEN=64", "EXECBOX_SERVER_QUEUE_WAIT=5m"})
 			c := s.client("")
 			ctx := context.Background()
 			pid := s.cmd.Process.Pid

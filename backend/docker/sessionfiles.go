@@ -245,12 +245,13 @@ func (b *Backend) helper(ctx context.Context, c *ctr, args []string, stdin io.Re
 }
 
 // helperFailed is the error of a helper that could not run or finish:
-// the caller's cancel stays itself, the helper's own deadline is ErrLimit
+// the caller's cancel stays itself (or is the cause it was cancelled
+// with: sandbox_closed when Close ended it), the helper's own deadline is ErrLimit
 // "timeout", an engine or container fault is as execFailed says.
 func (b *Backend) helperFailed(ctx, tctx context.Context, c *ctr, err error, doing string) error {
 	switch {
 	case ctx.Err() != nil:
-		return fmt.Errorf("%s container %s: %w", doing, c.name, ctx.Err())
+		return fmt.Errorf("%s container %s: %w", doing, c.name, context.Cause(ctx))
 	case tctx.Err() != nil:
 		return sandbox.Errorf(sandbox.ErrLimit, "timeout", "%s container %s: the file operation did not end in time", doing, c.name)
 	}
@@ -365,7 +366,7 @@ func (s *Sandbox) beginFiles(ctx context.Context) (context.Context, func(), erro
 		s.life.Done()
 		return nil, nil, sandbox.Errorf(sandbox.ErrInternal, "container_gone", "sandbox %s: its container %s was %s", s.id, s.c.name, why)
 	}
-	ctx, cancel := context.WithCancel(ctx)
+	ctx, cancel := context.WithCancelCause(ctx)
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -383,7 +384,7 @@ func (s *Sandbox) beginFiles(ctx context.Context) (context.Context, func(), erro
 				// Begin refuses once Close began (and, this call being
 				// registered, Close is waiting for it).
 				if err := s.life.Begin(s.id, nil); err != nil {
-					cancel()
+					cancel(err) // sandbox_closed
 					return
 				}
 				s.life.Done()
@@ -393,7 +394,7 @@ func (s *Sandbox) beginFiles(ctx context.Context) (context.Context, func(), erro
 	return ctx, func() {
 		close(stop)
 		wg.Wait()
-		cancel()
+		cancel(nil)
 		s.life.Done()
 	}, nil
 }

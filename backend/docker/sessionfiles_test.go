@@ -438,9 +438,7 @@ func TestSessionFilesCutOff(t *testing.T) {
 	}
 	select {
 	case err := <-errc:
-		if err == nil {
-			t.Error("PutFile cut off by Close succeeded")
-		}
+		wantFilesErr(t, "PutFile cut off by Close", err, sandbox.ErrNotFound, "sandbox_closed")
 	case <-time.After(15 * time.Second):
 		t.Error("PutFile did not end after Close")
 	}
