@@ -169,7 +169,8 @@ func checkMCPTools(t *testing.T, cs *mcp.ClientSession) {
 		}
 	}
 	slices.Sort(names)
-	if want := []string{"execute_function", "lint", "run_code", "run_command"}; !slices.Equal(names, want) {
+	if want := []string{"execute_function", "lint", "run_code", "run_command", "session_close", "session_exec",
+		"session_list_files", "session_open", "session_read_file", "session_write_file"}; !slices.Equal(names, want) {
 		t.Fatalf("tools %v, want %v", names, want)
 	}
 	call := func(name string, args map[string]any, out any) *mcp.CallToolResult {
@@ -219,6 +220,43 @@ func checkMCPTools(t *testing.T, cs *mcp.ClientSession) {
 	// A schema-invalid call is refused before anything runs.
 	if res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "run_command", Arguments: map[string]any{"command": "not a list"}}); err == nil && !res.IsError {
 		t.Errorf("a schema-invalid call: %+v", res)
+	}
+
+	// A session: files kept across calls.
+	var sess mcpserver.SessionOutput
+	if res = call("session_open", map[string]any{"idle_timeout": 60, "files": map[string]string{"a.txt": "first"}}, &sess); res.IsError || sess.SessionID == "" {
+		t.Fatalf("session_open: %+v %+v", res, sess)
+	}
+	id := sess.SessionID
+	var fo mcpserver.FileOutput
+	if res = call("session_write_file", map[string]any{"session_id": id, "path": "d/b.txt", "content": "second"}, &fo); res.IsError || fo.Size != 6 {
+		t.Errorf("session_write_file: %+v %+v", res, fo)
+	}
+	run = mcpserver.RunOutput{}
+	res = call("session_exec", map[string]any{"session_id": id, "command": []string{"sh", "-c", "cat a.txt d/b.txt > c.txt; cat c.txt"}}, &run)
+	if res.IsError || run.Stdout != "firstsecond" {
+		t.Errorf("session_exec: %+v %+v", res, run)
+	}
+	fo = mcpserver.FileOutput{}
+	if res = call("session_read_file", map[string]any{"session_id": id, "path": "c.txt"}, &fo); res.IsError || fo.Content != "firstsecond" || fo.Truncated {
+		t.Errorf("session_read_file: %+v %+v", res, fo)
+	}
+	call("session_exec", map[string]any{"session_id": id, "command": []string{"sh", "-c", "head -c 40000 /dev/zero | tr '\\0' y > big.txt"}}, nil)
+	fo = mcpserver.FileOutput{}
+	if res = call("session_read_file", map[string]any{"session_id": id, "path": "big.txt"}, &fo); res.IsError || !fo.Truncated || len(fo.Content) != 32*1024 || fo.Size != 40000 {
+		t.Errorf("session_read_file of 40000 bytes: truncated %v, %d bytes, size %d", fo.Truncated, len(fo.Content), fo.Size)
+	}
+	var ls mcpserver.ListOutput
+	if res = call("session_list_files", map[string]any{"session_id": id}, &ls); res.IsError || len(ls.Entries) != 4 {
+		t.Errorf("session_list_files: %+v %+v", res, ls)
+	}
+	var closed mcpserver.ClosedOutput
+	if res = call("session_close", map[string]any{"session_id": id}, &closed); res.IsError || !closed.Closed {
+		t.Errorf("session_close: %+v %+v", res, closed)
+	}
+	res = call("session_exec", map[string]any{"session_id": id, "command": []string{"true"}}, nil)
+	if text := toolText(res); !res.IsError || !strings.HasPrefix(text, "session_closed: ") {
+		t.Errorf("session_exec after close: %v %q", res.IsError, text)
 	}
 }
 

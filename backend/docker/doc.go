@@ -122,8 +122,12 @@
 //
 // # Concurrency
 //
-// A Backend is safe for concurrent use. A Sandbox is used by one goroutine
-// at a time, except Close, which may be called at any time and ends a
+// A Backend is safe for concurrent use. A Sandbox runs one Exec at a time
+// (a second is ErrBusy); its file operations (sandbox.Files, in
+// sessionfiles.go) may run alongside it and each other, each an exec of its
+// own — though an Exec starting or ending kills every process of the
+// sandbox user, so a file operation it meets is retried, or fails with
+// ErrBusy when it cannot be. Close may be called at any time and ends a
 // running Exec (its tree is killed, the result says canceled). A container
 // runs one program at a time. A reused container serves one sandbox at a
 // time; concurrent sandboxes of a scope get containers of their own, and

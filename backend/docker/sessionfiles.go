@@ -285,7 +285,7 @@ func (s *Sandbox) runFileOp(ctx context.Context, o fileOp) error {
 	}
 	code, stderr, err := s.b.helper(ctx, s.c, o.args(), o.stdin, o.stdout, o.timeout)
 	if errors.Is(err, errInterrupted) {
-		return sandbox.Errorf(sandbox.ErrBusy, sandbox.CodeBusy,
+		return sandbox.Errorf(sandbox.ErrBusy, "file_op_interrupted",
 			"%s %q in sandbox %s: the file helper was killed (an Exec started or ended while it ran, or the program killed it); retry", o.op, o.path, s.id)
 	}
 	if err != nil {

@@ -20,7 +20,10 @@ func newMCPCmd(g *globals) *cobra.Command {
 		Short: "Serve execbox's tools over the Model Context Protocol on stdin/stdout",
 		Long: `mcp speaks the Model Context Protocol on stdin and stdout, for an MCP
 host (an agent, an editor) that starts it as a subprocess. Its tools:
-run_command, run_code, execute_function and lint. Each call is admitted,
+run_command, run_code, execute_function, lint and the session tools
+(session_open, session_exec, session_write_file, session_read_file,
+session_list_files, session_close; a session lives as long as this
+process at most). Each call is admitted,
 limited and audited as the HTTP API's /v1/runs and /v1/functions are, with
 the same configuration; the caller is the local user, so no token is
 asked. Logs go to stderr. execbox serve offers the same tools at POST /mcp.`,

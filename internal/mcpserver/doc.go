@@ -1,8 +1,11 @@
 // Package mcpserver serves execbox over the Model Context Protocol, with
 // the official SDK (github.com/modelcontextprotocol/go-sdk): the tools
-// run_command, run_code, execute_function and lint, for an agent's MCP
-// host. `execbox mcp` serves them on stdin/stdout; `execbox serve` at
-// POST /mcp (streamable HTTP, stateless), behind the API's bearer token.
+// run_command, run_code, execute_function and lint, and the session tools
+// (session_open, session_exec, session_write_file, session_read_file,
+// session_list_files, session_close), for an agent's MCP host. `execbox
+// mcp` serves them on stdin/stdout; `execbox serve` at POST /mcp
+// (streamable HTTP, stateless: a session is the API's, named by its id in
+// each call), behind the API's bearer token.
 //
 // It is an adapter and holds no policy: every tool call is an in-process
 // request to the HTTP API's own handler (the Go client over a transport

@@ -41,7 +41,8 @@ func New(o Options) *mcp.Server {
 	t := &tools{o: o}
 	s := mcp.NewServer(&mcp.Implementation{Name: "execbox", Version: o.Version}, &mcp.ServerOptions{
 		Instructions: "Run untrusted code in an isolated, resource-limited sandbox: run_code for a snippet, " +
-			"run_command for a program, execute_function for a function called with JSON parameters, lint to check code without running it.",
+			"run_command for a program, execute_function for a function called with JSON parameters, lint to check code without running it; " +
+			"session_open and session_exec to keep files across calls (session_write_file, session_read_file, session_list_files, session_close).",
 	})
 	mcp.AddTool(s, &mcp.Tool{Name: "run_command", Description: "Run a program (argv, no shell) in a fresh sandbox: " +
 		"no network, a read-only root, the work dir /work. Returns its exit code, the reason it ended and its output."}, t.runCommand)
@@ -51,6 +52,7 @@ func New(o Options) *mcp.Server {
 		"params as a JSON object of its arguments. Returns the function's return value (data) or its error with code and traceback, and what it printed."}, t.executeFunction)
 	mcp.AddTool(s, &mcp.Tool{Name: "lint", Description: "Check code (python or javascript) for syntax errors without running it. " +
 		"Returns diagnostics with 1-based lines and 0-based columns; none means valid."}, t.lint)
+	addSessionTools(s, t)
 	return s
 }
 
@@ -183,6 +185,11 @@ func (t *tools) run(ctx context.Context, req *mcp.CallToolRequest, r *v1.RunRequ
 	if err != nil {
 		return nil, RunOutput{}, toolError(err)
 	}
+	return nil, t.runOutput(res), nil
+}
+
+// runOutput is a run's result for the model.
+func (t *tools) runOutput(res *v1.RunResult) RunOutput {
 	out := RunOutput{ExitCode: res.ExitCode, Reason: string(res.Reason), Signal: res.Signal, Message: res.Message,
 		StdoutTruncated: res.StdoutTruncated, StderrTruncated: res.StderrTruncated,
 		DurationMS: res.Usage.Wall.Milliseconds(), Backend: res.Backend, Isolation: res.Isolation.String()}
@@ -191,7 +198,7 @@ func (t *tools) run(ctx context.Context, req *mcp.CallToolRequest, r *v1.RunRequ
 	out.StdoutTruncated = out.StdoutTruncated || cut
 	out.Stderr, cut = t.text(res.Stderr, res.StderrBase64)
 	out.StderrTruncated = out.StderrTruncated || cut
-	return nil, out, nil
+	return out
 }
 
 func (t *tools) executeFunction(ctx context.Context, req *mcp.CallToolRequest, in FunctionInput) (*mcp.CallToolResult, FunctionOutput, error) {

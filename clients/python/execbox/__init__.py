@@ -5,6 +5,8 @@
     res = c.run(code="print(6 * 7)")          # RunResult(exit_code=0, stdout="42\\n", ...)
     resp = c.execute("def main(a, b):\\n    return a + b", {"a": 2, "b": 40})   # resp.data == 42
     for ev in c.run_stream(command=["sh", "-c", "echo a; echo b"]): ...
+    with c.create_session() as s:             # a sandbox that keeps its files across execs
+        s.put_file("in.txt", b"hi"); s.exec(["cat", "in.txt"]); s.get_file("in.txt")
 
 Every failure the server answers is an ExecboxError carrying its stable
 code (``err.code``); AsyncClient offers the same methods for asyncio.
@@ -12,6 +14,7 @@ code (``err.code``); AsyncClient offers the same methods for asyncio.
 
 from .client import AsyncClient, Client
 from .errors import ExecboxError
+from .session import Session
 from .types import Diagnostic, FunctionResponse, RunResult, StreamEvent, Usage
 
-__all__ = ["AsyncClient", "Client", "Diagnostic", "ExecboxError", "FunctionResponse", "RunResult", "StreamEvent", "Usage"]
+__all__ = ["AsyncClient", "Client", "Diagnostic", "ExecboxError", "FunctionResponse", "RunResult", "Session", "StreamEvent", "Usage"]

@@ -9,6 +9,7 @@ import urllib.request
 from typing import Any, Dict, Iterator, List, Optional, Sequence
 
 from .errors import ExecboxError
+from .session import Session
 from .types import Diagnostic, FunctionResponse, RunResult, StreamEvent
 
 
@@ -88,6 +89,35 @@ class Client:
             raise ExecboxError(r.code, r.error)
         return r.diagnostics
 
+    # --- sessions -------------------------------------------------------
+
+    def create_session(self, *, limits: Optional[Dict[str, Any]] = None, env: Optional[Dict[str, str]] = None,
+                       files: Optional[Dict[str, bytes]] = None, ttl: float = 0, idle_timeout: float = 0,
+                       labels: Optional[Dict[str, str]] = None, backend: str = "", tier: str = "",
+                       min_isolation: str = "") -> "Session":
+        """Opens a session: a sandbox that keeps its files across execs until
+        it is closed, its ttl passes or it goes unused for idle_timeout
+        (seconds; 0 takes the server's, 30 min and 10 min)."""
+        body: Dict[str, Any] = {}
+        for k, v in (("limits", limits), ("env", env), ("labels", labels), ("ttl", ttl), ("idle_timeout", idle_timeout),
+                     ("backend", backend), ("tier", tier), ("min_isolation", min_isolation)):
+            if v:
+                body[k] = v
+        if files:
+            body["files"] = {p: base64.b64encode(b).decode() for p, b in files.items()}
+        with self._post("/v1/sessions", body, None, "application/json") as resp:
+            return Session(self, json.load(resp))
+
+    def session(self, session_id: str) -> "Session":
+        """One of your open sessions, by id."""
+        with self._request("GET", "/v1/sessions/" + urllib.parse.quote(session_id, safe=""), None, None, "application/json") as resp:
+            return Session(self, json.load(resp))
+
+    def sessions(self) -> List[Dict[str, Any]]:
+        """Your open sessions (all of them for an admin token), oldest first."""
+        with self._request("GET", "/v1/sessions", None, None, "application/json") as resp:
+            return json.load(resp).get("sessions", [])
+
     # --- the server -----------------------------------------------------
 
     def health(self) -> Dict[str, Any]:
@@ -105,14 +135,24 @@ class Client:
         return self._request("POST", path, body, query, accept)
 
     def _request(self, method: str, path: str, body: Optional[Dict[str, Any]], query: Optional[Dict[str, str]], accept: str):
-        url = self.base_url + path
+        url = path
         if query:
             url += "?" + urllib.parse.urlencode(query)
         data = json.dumps(body).encode() if body is not None else None
+        return self._raw(method, url, data, "application/json", accept)
+
+    def _raw(self, method: str, path: str, data: Any, content_type: str, accept: str):
+        """Sends data (bytes, a binary file object streamed in chunks, or
+        None) as the body of content_type."""
+        url = self.base_url + path
+        if data is not None and not isinstance(data, (bytes, bytearray)):
+            # An iterator: urllib sends it chunked, never reading it whole.
+            f = data
+            data = iter(lambda: f.read(1 << 16), b"")
         req = urllib.request.Request(url, data=data, method=method)
         req.add_header("Accept", accept)
         if data is not None:
-            req.add_header("Content-Type", "application/json")
+            req.add_header("Content-Type", content_type)
         if self.token:
             req.add_header("Authorization", "Bearer " + self.token)
         try:
@@ -124,7 +164,7 @@ class Client:
                 problem = {}
             raise ExecboxError.from_problem(e.code, problem if isinstance(problem, dict) else {}) from None
         except (urllib.error.URLError, OSError) as e:
-            raise ExecboxError("server_unreachable", "%s %s: %s" % (method, path, e)) from None
+            raise ExecboxError("server_unreachable", "%s %s: %s" % (method, path.split("?")[0], e)) from None
 
 
 class AsyncClient:
@@ -145,6 +185,11 @@ class AsyncClient:
 
     async def health(self) -> Dict[str, Any]:
         return await asyncio.to_thread(self._c.health)
+
+    async def create_session(self, **kw: Any) -> Session:
+        """Opens a session; its methods are the sync Session's (run them
+        with asyncio.to_thread where blocking matters)."""
+        return await asyncio.to_thread(self._c.create_session, **kw)
 
     async def run_stream(self, command: Optional[Sequence[str]] = None, **kw: Any):
         it = self._c.run_stream(command, **kw)

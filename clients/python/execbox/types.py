@@ -115,5 +115,13 @@ class StreamEvent:
         return self.data.decode("utf-8", "replace")
 
 
+def _check_path(p: str) -> None:
+    """Refuses, before anything is sent, a path the server refuses too: it
+    must be relative, without "..", "." or empty parts."""
+    from .errors import ExecboxError
+    if not p or p.startswith("/") or "\x00" in p or any(c in ("", ".", "..") for c in p.split("/")):
+        raise ExecboxError("path_invalid", "path %r: want a relative path without '..', '.' or empty parts" % p)
+
+
 def _b64(v: Optional[str]) -> Optional[bytes]:
     return base64.b64decode(v) if v else None

@@ -87,3 +87,40 @@ def test_async(server):
         chunks = [e async for e in c.run_stream(command=["echo", "streamed"])]
         assert chunks[-1].result.stdout == "streamed\n"
     asyncio.run(go())
+
+
+def test_session(c):
+    import hashlib
+    import io
+    with c.create_session(labels={"t": "py"}, idle_timeout=120) as s:
+        assert s.info["backend"] == "local" and s.info["labels"] == {"t": "py"}
+        for i in (1, 2, 3):
+            r = s.exec(["sh", "-c", "echo x >> n; wc -l < n"])
+            assert r.ok and r.stdout.strip() == str(i)
+        assert s.exec(code="print(open('n').read().count('x'))").stdout == "3\n"
+        assert s.exec(["cat"], stdin="hi").stdout == "hi"
+        assert s.exec(["cat"], stdin=b"\xff").stdout_bytes == b"\xff"
+        blob = bytes(range(256)) * (5 * 4096)  # 5 MiB, over the JSON body bound
+        info = s.put_file("d/blob.bin", io.BytesIO(blob))
+        assert info["size"] == len(blob) and info["type"] == "file"
+        out = io.BytesIO()
+        assert s.get_file("d/blob.bin", out) is None
+        assert hashlib.sha256(out.getvalue()).digest() == hashlib.sha256(blob).digest()
+        s.put_file("d/t.txt", "text")
+        assert s.get_file("d/t.txt") == b"text"
+        assert [e["path"] for e in s.list("d")] == ["d/blob.bin", "d/t.txt"]
+        assert s.stat("d")["type"] == "dir" and s.stat()["type"] == "dir"
+        s.mkdir("e/f")
+        s.remove("d")
+        with pytest.raises(ExecboxError) as e:
+            s.stat("d")
+        assert e.value.code == "file_not_found"
+        with pytest.raises(ExecboxError) as e:
+            s.get_file("../x")
+        assert e.value.code == "path_invalid"
+        assert s.id in [x["id"] for x in c.sessions()]
+        assert c.session(s.id).refresh()["execs"] >= 5
+    s.close()  # closing a closed session succeeds
+    with pytest.raises(ExecboxError) as e:
+        s.exec(["true"])
+    assert e.value.code == "session_closed" and e.value.status == 404

@@ -402,8 +402,10 @@ export interface paths {
         /**
          * The Model Context Protocol (streamable HTTP, stateless).
          * @description execbox's tools for an MCP host: run_command, run_code,
-         *     execute_function and lint. Each call goes through this API (the same
-         *     admission, limits and audit as /v1/runs and /v1/functions); an
+         *     execute_function and lint, and session_open, session_exec,
+         *     session_write_file, session_read_file, session_list_files and
+         *     session_close. Each call goes through this API (the same admission,
+         *     limits and audit as /v1/runs, /v1/functions and /v1/sessions); an
          *     execbox error is a tool error whose text starts with the stable
          *     code. Stateless: every request carries its own initialize or call;
          *     GET and DELETE are not served. Needs a token like /v1/runs.

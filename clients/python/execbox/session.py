@@ -1,0 +1,125 @@
+"""Sessions: a sandbox on the server that keeps its files across execs."""
+
+import base64
+import json
+import shutil
+import urllib.parse
+from typing import IO, TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Union
+
+from .errors import ExecboxError
+from .types import RunResult, _check_path
+
+if TYPE_CHECKING:
+    from .client import Client
+
+_CHUNK = 1 << 16
+
+
+class Session:
+    """An open session (Client.create_session). Files written by one exec
+    are there for the next; every path is relative to the work dir. It is a
+    context manager that closes the session on exit.
+
+        with c.create_session(idle_timeout=300) as s:
+            s.put_file("data.csv", b"a,b\\n1,2\\n")
+            r = s.exec(code="print(open('data.csv').read())")
+            s.exec(["sh", "-c", "gzip -k data.csv"])
+            blob = s.get_file("data.csv.gz")
+    """
+
+    def __init__(self, client: "Client", info: Dict[str, Any]):
+        self._c = client
+        self.info = info
+        self.id: str = info["id"]
+
+    def __enter__(self) -> "Session":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return "Session(%r, backend=%r)" % (self.id, self.info.get("backend"))
+
+    def _path(self, op: str, path: str = "") -> str:
+        p = "/v1/sessions/" + urllib.parse.quote(self.id, safe="") + "/" + op
+        if path:
+            _check_path(path)
+            p += "/" + urllib.parse.quote(path, safe="/")
+        return p
+
+    def refresh(self) -> Dict[str, Any]:
+        """The session as the server sees it now (execs, last_used, expires)."""
+        with self._c._request("GET", "/v1/sessions/" + urllib.parse.quote(self.id, safe=""), None, None, "application/json") as resp:
+            self.info = json.load(resp)
+        return self.info
+
+    def exec(self, command: Optional[Sequence[str]] = None, *, code: Optional[str] = None, language: Optional[str] = None,
+             stdin: Union[str, bytes, None] = None, env: Optional[Dict[str, str]] = None, dir: str = "",
+             timeout: float = 0) -> RunResult:
+        """Runs a command (argv, no shell) or code (python3 -c, node -e, sh
+        -c, bash -c) in the session's work dir. A program that fails is a
+        result, not an error."""
+        if (command is None) == (code is None):
+            raise ExecboxError("request_invalid", "give command or code")
+        body: Dict[str, Any] = {}
+        if command is not None:
+            body["command"] = list(command)
+        else:
+            body["code"] = code
+            if language:
+                body["language"] = language
+        if isinstance(stdin, bytes):
+            body["stdin_base64"] = base64.b64encode(stdin).decode()
+        elif stdin is not None:
+            body["stdin"] = stdin
+        if env:
+            body["env"] = env
+        if dir:
+            body["dir"] = dir
+        if timeout:
+            body["timeout"] = timeout
+        with self._c._post(self._path("exec"), body, None, "application/json") as resp:
+            return RunResult.from_json(json.load(resp))
+
+    def put_file(self, path: str, data: Union[bytes, str, IO[bytes]]) -> Dict[str, Any]:
+        """Uploads data (bytes, text, or a binary file object, which is
+        streamed) as the file at path, creating missing directories."""
+        if isinstance(data, str):
+            data = data.encode()
+        with self._c._raw("PUT", self._path("files", path), data, "application/octet-stream", "application/json") as resp:
+            return json.load(resp)
+
+    def get_file(self, path: str, out: Optional[IO[bytes]] = None) -> Optional[bytes]:
+        """Downloads the regular file at path: its bytes, or, given out (a
+        binary file object), streamed into it (and None is returned)."""
+        with self._c._raw("GET", self._path("files", path), None, "", "application/octet-stream") as resp:
+            if out is None:
+                return resp.read()
+            shutil.copyfileobj(resp, out, _CHUNK)
+            return None
+
+    def stat(self, path: str = "") -> Dict[str, Any]:
+        """{path, type (file, dir, symlink, other), size, mode, mtime}; a
+        symlink is described, never followed."""
+        p = self._path("stat", path) if path else self._path("stat") + "/"
+        with self._c._request("GET", p, None, None, "application/json") as resp:
+            return json.load(resp)
+
+    def list(self, dir: str = "") -> List[Dict[str, Any]]:
+        """The entries of dir ("" is the work dir), sorted by name."""
+        with self._c._request("GET", self._path("list", dir), None, None, "application/json") as resp:
+            return json.load(resp).get("entries", [])
+
+    def remove(self, path: str) -> None:
+        """Removes a file, or a directory with everything in it."""
+        self._c._request("DELETE", self._path("files", path), None, None, "application/json").close()
+
+    def mkdir(self, path: str) -> Dict[str, Any]:
+        """Creates a directory and its missing parents."""
+        with self._c._request("POST", self._path("mkdir", path), None, None, "application/json") as resp:
+            return json.load(resp)
+
+    def close(self) -> None:
+        """Closes the session; closing a closed one succeeds."""
+        self._c._request("DELETE", "/v1/sessions/" + urllib.parse.quote(self.id, safe=""), None, None, "application/json").close()

@@ -1,0 +1,207 @@
+package mcpserver
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	v1 "github.com/execbox/execbox/api/v1"
+)
+
+// The session tools: a sandbox kept across calls, as an agent keeps state
+// across turns. Each goes through the API's /v1/sessions routes.
+
+// SessionOpenInput is session_open's input.
+type SessionOpenInput struct {
+	IdleTimeout float64           `json:"idle_timeout,omitempty" jsonschema:"seconds the session may go unused before it is closed; 0 is the server's default (10 min)"`
+	TTL         float64           `json:"ttl,omitempty" jsonschema:"the session's lifetime in seconds; 0 is the server's default (30 min)"`
+	Files       map[string]string `json:"files,omitempty" jsonschema:"files written into the work dir first: relative path to text content"`
+	Labels      map[string]string `json:"labels,omitempty"`
+	Selection
+}
+
+// SessionOutput describes an open session.
+type SessionOutput struct {
+	SessionID string    `json:"session_id"`
+	Backend   string    `json:"backend"`
+	Isolation string    `json:"isolation"`
+	Expires   time.Time `json:"expires" jsonschema:"when the session ends whatever it does"`
+}
+
+// SessionExecInput is session_exec's input.
+type SessionExecInput struct {
+	SessionID string   `json:"session_id"`
+	Command   []string `json:"command,omitempty" jsonschema:"the program and its arguments (argv, no shell); give command or code"`
+	Code      string   `json:"code,omitempty" jsonschema:"source run with the language's interpreter"`
+	Language  string   `json:"language,omitempty" jsonschema:"python (default), javascript, sh or bash"`
+	Stdin     string   `json:"stdin,omitempty"`
+	Dir       string   `json:"dir,omitempty" jsonschema:"the working directory, relative to the work dir"`
+	Timeout   float64  `json:"timeout,omitempty" jsonschema:"wall-clock limit in seconds; 0 is the session's"`
+}
+
+// SessionIDInput names a session.
+type SessionIDInput struct {
+	SessionID string `json:"session_id"`
+}
+
+// SessionFileInput names a file of a session.
+type SessionFileInput struct {
+	SessionID string `json:"session_id"`
+	Path      string `json:"path" jsonschema:"relative to the work dir"`
+}
+
+// SessionWriteInput is session_write_file's input.
+type SessionWriteInput struct {
+	SessionID string `json:"session_id"`
+	Path      string `json:"path" jsonschema:"relative to the work dir; missing directories are created"`
+	Content   string `json:"content" jsonschema:"the file's text"`
+}
+
+// SessionListInput is session_list_files' input.
+type SessionListInput struct {
+	SessionID string `json:"session_id"`
+	Dir       string `json:"dir,omitempty" jsonschema:"relative to the work dir; empty is the work dir"`
+}
+
+// FileOutput describes a file.
+type FileOutput struct {
+	Path    string `json:"path"`
+	Type    string `json:"type" jsonschema:"file, dir, symlink or other"`
+	Size    int64  `json:"size"`
+	Content string `json:"content,omitempty" jsonschema:"the text read, for session_read_file"`
+	// Truncated says the content is the file's first bytes only.
+	Truncated bool `json:"truncated,omitempty"`
+}
+
+// ListOutput is session_list_files' answer.
+type ListOutput struct {
+	Entries   []FileOutput `json:"entries"`
+	Truncated bool         `json:"truncated,omitempty"`
+}
+
+// ClosedOutput is session_close's answer.
+type ClosedOutput struct {
+	Closed bool `json:"closed"`
+}
+
+func addSessionTools(s *mcp.Server, t *tools) {
+	mcp.AddTool(s, &mcp.Tool{Name: "session_open", Description: "Open a session: a sandbox that keeps its files across session_exec calls " +
+		"(no network, a read-only root, the work dir /work). It closes after idle_timeout unused, at its ttl, or with session_close."}, t.sessionOpen)
+	mcp.AddTool(s, &mcp.Tool{Name: "session_exec", Description: "Run a program or code in an open session's work dir; " +
+		"files written by earlier calls are there. Returns its exit code, the reason it ended and its output."}, t.sessionExec)
+	mcp.AddTool(s, &mcp.Tool{Name: "session_write_file", Description: "Write a text file into a session's work dir."}, t.sessionWrite)
+	mcp.AddTool(s, &mcp.Tool{Name: "session_read_file", Description: "Read a text file of a session's work dir (its first 32 KiB)."}, t.sessionRead)
+	mcp.AddTool(s, &mcp.Tool{Name: "session_list_files", Description: "List a directory of a session's work dir."}, t.sessionList)
+	mcp.AddTool(s, &mcp.Tool{Name: "session_close", Description: "Close a session: its processes end and its files are gone."}, t.sessionClose)
+}
+
+func (t *tools) sessionOpen(ctx context.Context, req *mcp.CallToolRequest, in SessionOpenInput) (*mcp.CallToolResult, SessionOutput, error) {
+	c, err := t.client(req)
+	if err != nil {
+		return nil, SessionOutput{}, toolError(err)
+	}
+	s, err := c.CreateSession(ctx, &v1.SessionRequest{TTL: v1.Seconds(seconds(in.TTL)), IdleTimeout: v1.Seconds(seconds(in.IdleTimeout)),
+		Files: files(in.Files), Labels: in.Labels, Backend: in.Backend, Tier: in.Tier, MinIsolation: in.MinIsolation})
+	if err != nil {
+		return nil, SessionOutput{}, toolError(err)
+	}
+	return nil, SessionOutput{SessionID: s.ID, Backend: s.Backend, Isolation: s.Isolation, Expires: s.Expires}, nil
+}
+
+func (t *tools) sessionExec(ctx context.Context, req *mcp.CallToolRequest, in SessionExecInput) (*mcp.CallToolResult, RunOutput, error) {
+	c, err := t.client(req)
+	if err != nil {
+		return nil, RunOutput{}, toolError(err)
+	}
+	defer progress(ctx, req)()
+	res, err := c.Exec(ctx, in.SessionID, &v1.SessionExec{Command: in.Command, Code: in.Code, Language: in.Language,
+		Stdin: in.Stdin, Dir: in.Dir, Timeout: v1.Seconds(seconds(in.Timeout))})
+	if err != nil {
+		return nil, RunOutput{}, toolError(err)
+	}
+	return nil, t.runOutput(res), nil
+}
+
+func (t *tools) sessionWrite(ctx context.Context, req *mcp.CallToolRequest, in SessionWriteInput) (*mcp.CallToolResult, FileOutput, error) {
+	c, err := t.client(req)
+	if err != nil {
+		return nil, FileOutput{}, toolError(err)
+	}
+	fi, err := c.PutFile(ctx, in.SessionID, in.Path, strings.NewReader(in.Content))
+	if err != nil {
+		return nil, FileOutput{}, toolError(err)
+	}
+	return nil, FileOutput{Path: fi.Path, Type: fi.Type, Size: fi.Size}, nil
+}
+
+// errFull stops a download at the text bound.
+var errFull = errors.New("the text bound is reached")
+
+// capped keeps the first max bytes written to it.
+type capped struct {
+	b   strings.Builder
+	max int
+}
+
+func (c *capped) Write(p []byte) (int, error) {
+	room := c.max - c.b.Len()
+	if len(p) > room {
+		c.b.Write(p[:room])
+		return room, errFull
+	}
+	return c.b.Write(p)
+}
+
+func (t *tools) sessionRead(ctx context.Context, req *mcp.CallToolRequest, in SessionFileInput) (*mcp.CallToolResult, FileOutput, error) {
+	c, err := t.client(req)
+	if err != nil {
+		return nil, FileOutput{}, toolError(err)
+	}
+	fi, err := c.Stat(ctx, in.SessionID, in.Path)
+	if err != nil {
+		return nil, FileOutput{}, toolError(err)
+	}
+	out := FileOutput{Path: fi.Path, Type: fi.Type, Size: fi.Size}
+	buf := &capped{max: t.o.MaxText}
+	if _, err := c.GetFile(ctx, in.SessionID, in.Path, buf); err != nil && !errors.Is(err, errFull) {
+		return nil, FileOutput{}, toolError(err)
+	} else if err != nil {
+		out.Truncated = true
+	}
+	var cut bool
+	out.Content, cut = t.text("", []byte(buf.b.String()))
+	out.Truncated = out.Truncated || cut
+	return nil, out, nil
+}
+
+func (t *tools) sessionList(ctx context.Context, req *mcp.CallToolRequest, in SessionListInput) (*mcp.CallToolResult, ListOutput, error) {
+	c, err := t.client(req)
+	if err != nil {
+		return nil, ListOutput{}, toolError(err)
+	}
+	l, err := c.List(ctx, in.SessionID, in.Dir)
+	if err != nil {
+		return nil, ListOutput{}, toolError(err)
+	}
+	out := ListOutput{Entries: []FileOutput{}, Truncated: l.Truncated}
+	for _, e := range l.Entries {
+		out.Entries = append(out.Entries, FileOutput{Path: e.Path, Type: e.Type, Size: e.Size})
+	}
+	return nil, out, nil
+}
+
+func (t *tools) sessionClose(ctx context.Context, req *mcp.CallToolRequest, in SessionIDInput) (*mcp.CallToolResult, ClosedOutput, error) {
+	c, err := t.client(req)
+	if err != nil {
+		return nil, ClosedOutput{}, toolError(err)
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	if err := c.CloseSession(ctx, in.SessionID); err != nil {
+		return nil, ClosedOutput{}, toolError(err)
+	}
+	return nil, ClosedOutput{Closed: true}, nil
+}
