@@ -190,6 +190,11 @@ func (o SessionOptions) validate() error {
 // it does.
 func (e *Engine) OpenSession(ctx context.Context, owner Owner, req SessionRequest) (*Session, error) {
 	o := e.opts.Sessions
+	select {
+	case <-e.stop:
+		return nil, errorf(sandbox.ErrUnavailable, "engine_closed", "execbox is shutting down")
+	default:
+	}
 	if o.Max < 0 {
 		return nil, errorf(sandbox.ErrUnavailable, "sessions_disabled", "sessions are turned off here (sessions.max = -1)")
 	}

@@ -52,10 +52,34 @@ ourpid() {
 	esac
 }
 
+# config is the engine's daemon.json for this PATH. gVisor, when
+# installed, is the runtime "runsc" (docker.runtime: runsc): the first
+# runsc in PATH (scripts/test.sh puts a current one there).
+# --network=none: gVisor's own loopback-only stack; runsc refuses the
+# network namespace Docker 20.10 makes for --network none.
+# --oci-seccomp: without it runsc ignores the container's seccomp profile,
+# and the docker backend's health refuses the runtime (the runtime
+# "runsc-noseccomp" is that mistake, for the test that shows it).
+config() {
+	local runsc
+	runsc=$(command -v runsc || true)
+	if [ -n "$runsc" ]; then
+		printf '{"runtimes": {"runsc": {"path": "%s", "runtimeArgs": ["--network=none", "--oci-seccomp"]}, "runsc-noseccomp": {"path": "%s", "runtimeArgs": ["--network=none"]}}}\n' "$runsc" "$runsc"
+	else
+		echo '{}'
+	fi
+}
+
 start() {
 	if ourpid >/dev/null && answers; then
-		echo "dockerd already running (pid $(ourpid)) on unix://$sock"
-		return 0
+		# One started with another PATH has another runsc: restarted, so
+		# the tests never run on a runtime they did not ask for.
+		if [ "$(config)" = "$(cat "$run/daemon.json" 2>/dev/null)" ]; then
+			echo "dockerd already running (pid $(ourpid)) on unix://$sock"
+			return 0
+		fi
+		echo "dockerd (pid $(ourpid)) runs with another runsc; restarting it"
+		stop
 	fi
 	if [ ! -x "$dockerd" ]; then
 		echo "dockerd.sh: $dockerd not found; install docker.io" >&2
@@ -64,20 +88,7 @@ start() {
 	mkdir -p "$run" "$data"
 	chmod 0711 "$run"
 	rm -f "$sock"
-	# gVisor, when installed, as the runtime "runsc" (docker.runtime: runsc):
-	# the first runsc in PATH (scripts/test.sh puts a current one there).
-	# --network=none: gVisor's own loopback-only stack; runsc refuses the
-	# network namespace Docker 20.10 makes for --network none.
-	# --oci-seccomp: without it runsc ignores the container's seccomp
-	# profile, and the docker backend's health refuses the runtime (the
-	# runtime "runsc-noseccomp" is that mistake, for the test that shows it).
-	local runsc
-	runsc=$(command -v runsc || true)
-	if [ -n "$runsc" ]; then
-		printf '{"runtimes": {"runsc": {"path": "%s", "runtimeArgs": ["--network=none", "--oci-seccomp"]}, "runsc-noseccomp": {"path": "%s", "runtimeArgs": ["--network=none"]}}}\n' "$runsc" "$runsc" >"$run/daemon.json"
-	else
-		echo '{}' >"$run/daemon.json"
-	fi
+	config >"$run/daemon.json"
 	# setsid: the engine outlives this script, not the caller's session.
 	setsid "$dockerd" --config-file "$run/daemon.json" \
 		--host "unix://$sock" \
