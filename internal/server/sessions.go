@@ -196,30 +196,42 @@ func sessionExecHash(id string, req *v1.SessionExec) string {
 }
 
 // files finds the caller's session {id} and its file operations, and
-// checks {path}: "" is the work dir, allowed only where emptyOK.
-func (s *Server) files(r *http.Request, emptyOK bool) (*engine.Session, sandbox.Files, string, error) {
+// checks {path}: "" is the work dir, allowed only where emptyOK. The
+// operation counts against the token's rate and in-flight limits, as an
+// execution does, until the caller calls release (always, even on an
+// error).
+func (s *Server) files(r *http.Request, emptyOK bool) (_ *engine.Session, _ sandbox.Files, _ string, release func(), _ error) {
+	release = func() {}
+	if id := infoOf(r.Context()).identity; id != nil {
+		rel, err := id.Admit()
+		if err != nil {
+			return nil, nil, "", release, err
+		}
+		release = rel
+	}
 	sess, err := s.session(r)
 	if err != nil {
-		return nil, nil, "", err
+		return nil, nil, "", release, err
 	}
 	f, err := sess.Files()
 	if err != nil {
-		return nil, nil, "", err
+		return nil, nil, "", release, err
 	}
 	p := r.PathValue("path")
 	if p != "" || !emptyOK {
 		if err := sandbox.CheckPath(p); err != nil {
-			return nil, nil, "", err
+			return nil, nil, "", release, err
 		}
 	}
-	return sess, f, p, nil
+	return sess, f, p, release, nil
 }
 
 // handleFilePut is PUT /v1/sessions/{id}/files/{path}: the raw body
 // becomes the file, streamed (never held whole), at most the session's
 // work_size; 201 with the file's description.
 func (s *Server) handleFilePut(w http.ResponseWriter, r *http.Request) {
-	sess, f, p, err := s.files(r, false)
+	sess, f, p, release, err := s.files(r, false)
+	defer release()
 	if err != nil {
 		writeProblem(w, r, problemOf(r, err))
 		return
@@ -267,7 +279,8 @@ func (p *progressReader) Read(b []byte) (int, error) {
 // handleFileGet is GET /v1/sessions/{id}/files/{path}: the file's bytes,
 // streamed.
 func (s *Server) handleFileGet(w http.ResponseWriter, r *http.Request) {
-	sess, f, p, err := s.files(r, false)
+	sess, f, p, release, err := s.files(r, false)
+	defer release()
 	if err != nil {
 		writeProblem(w, r, problemOf(r, err))
 		return
@@ -317,7 +330,8 @@ func (l *lazyWriter) Write(p []byte) (int, error) {
 
 // handleFileDelete is DELETE /v1/sessions/{id}/files/{path}: 204.
 func (s *Server) handleFileDelete(w http.ResponseWriter, r *http.Request) {
-	_, f, p, err := s.files(r, false)
+	_, f, p, release, err := s.files(r, false)
+	defer release()
 	if err == nil {
 		err = f.Remove(r.Context(), p)
 	}
@@ -330,7 +344,8 @@ func (s *Server) handleFileDelete(w http.ResponseWriter, r *http.Request) {
 
 // handleFileStat is GET /v1/sessions/{id}/stat/{path}.
 func (s *Server) handleFileStat(w http.ResponseWriter, r *http.Request) {
-	_, f, p, err := s.files(r, true)
+	_, f, p, release, err := s.files(r, true)
+	defer release()
 	var st sandbox.FileInfo
 	if err == nil {
 		st, err = f.Stat(r.Context(), p)
@@ -344,7 +359,8 @@ func (s *Server) handleFileStat(w http.ResponseWriter, r *http.Request) {
 
 // handleFileList is GET /v1/sessions/{id}/list[/{path}].
 func (s *Server) handleFileList(w http.ResponseWriter, r *http.Request) {
-	_, f, p, err := s.files(r, true)
+	_, f, p, release, err := s.files(r, true)
+	defer release()
 	var out v1.FileList
 	if err == nil {
 		out.Entries, out.Truncated, err = f.List(r.Context(), p, maxListed)
@@ -362,7 +378,8 @@ func (s *Server) handleFileList(w http.ResponseWriter, r *http.Request) {
 // handleMkdir is POST /v1/sessions/{id}/mkdir/{path}: 201 with the
 // directory's description.
 func (s *Server) handleMkdir(w http.ResponseWriter, r *http.Request) {
-	_, f, p, err := s.files(r, false)
+	_, f, p, release, err := s.files(r, false)
+	defer release()
 	var st sandbox.FileInfo
 	if err == nil {
 		if err = f.Mkdir(r.Context(), p); err == nil {

@@ -193,3 +193,29 @@ func (pattern) Read(p []byte) (int, error) {
 	}
 	return len(p), nil
 }
+
+// TestSessionFilesCountAgainstTheToken: file operations take the token's
+// rate like executions do: past its burst they are 429 rate_limited.
+func TestSessionFilesCountAgainstTheToken(t *testing.T) {
+	tok := tokenFor("slow", "s", false)
+	tok.Rate, tok.Burst = 0.001, 3
+	en := newEnv(t, setup{tokens: []auth.Token{tok}})
+	c, err := client.New(en.http.URL, client.WithToken("s"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	s, err := c.CreateSession(ctx, &v1.SessionRequest{}) // 1
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.CloseSession(ctx, s.ID)
+	if _, err := c.PutFile(ctx, s.ID, "a", strings.NewReader("x")); err != nil { // 2
+		t.Fatal(err)
+	}
+	if _, err := c.Stat(ctx, s.ID, "a"); err != nil { // 3
+		t.Fatal(err)
+	}
+	_, err = c.List(ctx, s.ID, "")
+	wantProblem(t, "a file operation past the burst", err, http.StatusTooManyRequests, "rate_limited")
+}

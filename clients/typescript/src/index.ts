@@ -10,6 +10,10 @@ export type FunctionRequest = components["schemas"]["FunctionRequest"];
 export type FunctionResponse = components["schemas"]["FunctionResponse"];
 export type Diagnostic = components["schemas"]["Diagnostic"];
 export type Problem = components["schemas"]["Problem"];
+export type SessionRequest = components["schemas"]["SessionRequest"];
+export type SessionInfo = components["schemas"]["Session"];
+export type SessionExec = components["schemas"]["SessionExec"];
+export type FileInfo = components["schemas"]["FileInfo"];
 
 /** A failure the server (or the way to it) reported, with its stable code. */
 export class ExecboxError extends Error {
@@ -45,7 +49,7 @@ export interface ClientOptions {
   fetch?: typeof fetch;
 }
 
-/** The execbox HTTP API: runs, functions, lint, health, backends. */
+/** The execbox HTTP API: runs, functions, lint, sessions, health, backends. */
 export class Client {
   private readonly base: string;
   private readonly token?: string;
@@ -114,6 +118,30 @@ export class Client {
     return r.diagnostics ?? [];
   }
 
+  /** Opens a session: a sandbox that keeps its files across execs until it
+   * is closed, its ttl passes or it goes unused for its idle timeout. */
+  async createSession(req: SessionRequest = {}): Promise<Session> {
+    const resp = await this.send("POST", "/v1/sessions", req, undefined, "application/json");
+    return new Session(this, (await resp.json()) as SessionInfo);
+  }
+
+  /** One of your open sessions, by id. */
+  async session(id: string): Promise<Session> {
+    const resp = await this.send("GET", `/v1/sessions/${encodeURIComponent(id)}`, undefined, undefined, "application/json");
+    return new Session(this, (await resp.json()) as SessionInfo);
+  }
+
+  /** Your open sessions (all of them for an admin token), oldest first. */
+  async sessions(): Promise<SessionInfo[]> {
+    const resp = await this.send("GET", "/v1/sessions", undefined, undefined, "application/json");
+    return ((await resp.json()) as { sessions: SessionInfo[] }).sessions;
+  }
+
+  /** @internal The transport, for Session. */
+  request(method: string, path: string, body: unknown, accept = "application/json", raw?: BodyInit, rawType?: string): Promise<Response> {
+    return this.send(method, path, body, undefined, accept, undefined, raw, rawType);
+  }
+
   /** The selection report: each backend, ready or why not, what auto picks. */
   async health(): Promise<components["schemas"]["Health"]> {
     const resp = await this.send("GET", "/v1/health", undefined, undefined, "application/json");
@@ -125,15 +153,17 @@ export class Client {
     return ((await resp.json()) as { backends: components["schemas"]["Candidate"][] }).backends;
   }
 
-  private async send(method: string, path: string, body: unknown, query: Record<string, string> | undefined, accept: string, signal?: AbortSignal): Promise<Response> {
+  private async send(method: string, path: string, body: unknown, query: Record<string, string> | undefined, accept: string,
+    signal?: AbortSignal, raw?: BodyInit, rawType?: string): Promise<Response> {
     let url = this.base + path;
     if (query) url += "?" + new URLSearchParams(query).toString();
     const headers: Record<string, string> = { Accept: accept };
     if (body !== undefined) headers["Content-Type"] = "application/json";
+    if (raw !== undefined) headers["Content-Type"] = rawType ?? "application/octet-stream";
     if (this.token) headers.Authorization = `Bearer ${this.token}`;
     let resp: Response;
     try {
-      resp = await this.fetchFn(url, { method, headers, body: body === undefined ? undefined : JSON.stringify(body), signal });
+      resp = await this.fetchFn(url, { method, headers, body: raw ?? (body === undefined ? undefined : JSON.stringify(body)), signal });
     } catch (e) {
       if (signal?.aborted) throw new ExecboxError("interrupted", `${method} ${path}: ${String(e)}`);
       throw new ExecboxError("server_unreachable", `${method} ${path}: ${String(e)}`);
@@ -148,5 +178,73 @@ export class Client {
       throw ExecboxError.fromProblem(resp.status, p);
     }
     return resp;
+  }
+}
+
+/** Refuses, before anything is sent, a path the server refuses too. */
+function checkPath(p: string): string {
+  if (!p || p.startsWith("/") || p.includes("\0") || p.split("/").some((c) => c === "" || c === "." || c === "..")) {
+    throw new ExecboxError("path_invalid", `path ${JSON.stringify(p)}: want a relative path without "..", "." or empty parts`);
+  }
+  return p.split("/").map(encodeURIComponent).join("/");
+}
+
+/** An open session (Client.createSession): files written by one exec are
+ * there for the next; every path is relative to the work dir. */
+export class Session {
+  readonly id: string;
+
+  constructor(private readonly c: Client, public info: SessionInfo) {
+    this.id = info.id;
+  }
+
+  private path(op: string, p = ""): string {
+    return `/v1/sessions/${encodeURIComponent(this.id)}/${op}` + (p ? "/" + checkPath(p) : "");
+  }
+
+  /** Runs a command or code in the work dir; a failing program is a result. */
+  async exec(req: SessionExec): Promise<RunResult> {
+    const resp = await this.c.request("POST", this.path("exec"), req);
+    return (await resp.json()) as RunResult;
+  }
+
+  /** Uploads data as the file at path, creating missing directories. */
+  async putFile(path: string, data: string | Uint8Array | Blob): Promise<FileInfo> {
+    const resp = await this.c.request("PUT", this.path("files", path), undefined, "application/json", data as BodyInit);
+    return (await resp.json()) as FileInfo;
+  }
+
+  /** Downloads the regular file at path. */
+  async getFile(path: string): Promise<Uint8Array> {
+    const resp = await this.c.request("GET", this.path("files", path), undefined, "application/octet-stream");
+    return new Uint8Array(await resp.arrayBuffer());
+  }
+
+  /** Describes the entry at path ("" is the work dir); a symlink is not followed. */
+  async stat(path = ""): Promise<FileInfo> {
+    const resp = await this.c.request("GET", path ? this.path("stat", path) : this.path("stat") + "/", undefined);
+    return (await resp.json()) as FileInfo;
+  }
+
+  /** The entries of dir ("" is the work dir), sorted by name. */
+  async list(dir = ""): Promise<FileInfo[]> {
+    const resp = await this.c.request("GET", this.path("list", dir), undefined);
+    return ((await resp.json()) as { entries: FileInfo[] }).entries;
+  }
+
+  /** Removes a file, or a directory with everything in it. */
+  async remove(path: string): Promise<void> {
+    await this.c.request("DELETE", this.path("files", path), undefined);
+  }
+
+  /** Creates a directory and its missing parents. */
+  async mkdir(path: string): Promise<FileInfo> {
+    const resp = await this.c.request("POST", this.path("mkdir", path), undefined);
+    return (await resp.json()) as FileInfo;
+  }
+
+  /** Closes the session; closing a closed one succeeds. */
+  async close(): Promise<void> {
+    await this.c.request("DELETE", `/v1/sessions/${encodeURIComponent(this.id)}`, undefined);
   }
 }

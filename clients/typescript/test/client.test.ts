@@ -121,3 +121,31 @@ test("health and backends", async () => {
   const b = await c().backends();
   assert.ok(b.some((x) => x.name === "local"));
 });
+
+test("a session keeps its files across execs", async () => {
+  const s = await c().createSession({ labels: { t: "ts" }, idle_timeout: 120 });
+  try {
+    assert.equal(s.info.backend, "local");
+    for (const i of [1, 2, 3]) {
+      const r = await s.exec({ command: ["sh", "-c", "echo x >> n; wc -l < n"] });
+      assert.equal(r.stdout.trim(), String(i));
+    }
+    const blob = new Uint8Array(3 * 1024 * 1024).map((_, i) => (i * 7) & 255); // over the JSON body bound
+    const fi = await s.putFile("d/blob.bin", blob);
+    assert.equal(fi.size, blob.length);
+    assert.deepEqual(await s.getFile("d/blob.bin"), blob);
+    await s.putFile("d/t.txt", "text");
+    assert.equal((await s.exec({ code: "print(open('d/t.txt').read())" })).stdout, "text\n");
+    assert.deepEqual((await s.list("d")).map((e) => e.path), ["d/blob.bin", "d/t.txt"]);
+    assert.equal((await s.stat()).type, "dir");
+    await s.mkdir("e/f");
+    await s.remove("d");
+    await assert.rejects(s.stat("d"), (e: ExecboxError) => e.code === "file_not_found" && e.status === 404);
+    await assert.rejects(s.getFile("../x"), (e: ExecboxError) => e.code === "path_invalid");
+    assert.ok((await c().sessions()).some((x) => x.id === s.id));
+  } finally {
+    await s.close();
+  }
+  await s.close(); // closing a closed session succeeds
+  await assert.rejects(s.exec({ command: ["true"] }), (e: ExecboxError) => e.code === "session_closed" && e.status === 404);
+});
