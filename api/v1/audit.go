@@ -59,6 +59,8 @@ type AuditRecord struct {
 	ErrorCode string `json:"error_code,omitempty"`
 	// Remote is the caller's IP address.
 	Remote string `json:"remote,omitempty"`
+	// Session is the session of a session or session_exec row.
+	Session string `json:"session,omitempty"`
 }
 
 // Audit is GET /v1/audit.
@@ -74,8 +76,10 @@ type AuditQuery struct {
 	// Operation is the query parameter "kind".
 	Operation Operation
 	ErrorCode string
-	Since     time.Time
-	Until     time.Time
+	// Session is the query parameter "session": a session's rows.
+	Session string
+	Since   time.Time
+	Until   time.Time
 	// Limit bounds the records returned (newest first): 0 means
 	// DefaultAuditLimit, at most MaxAuditLimit.
 	Limit int
@@ -98,6 +102,7 @@ func (q AuditQuery) Values() url.Values {
 	set("token", q.Token)
 	set("kind", string(q.Operation))
 	set("error_code", q.ErrorCode)
+	set("session", q.Session)
 	if !q.Since.IsZero() {
 		v.Set("since", q.Since.UTC().Format(time.RFC3339Nano))
 	}
@@ -113,12 +118,12 @@ func (q AuditQuery) Values() url.Values {
 // ParseAuditQuery decodes query parameters; an error is ErrInvalid naming
 // the parameter.
 func ParseAuditQuery(v url.Values) (AuditQuery, error) {
-	q := AuditQuery{Token: v.Get("token"), Operation: Operation(v.Get("kind")), ErrorCode: v.Get("error_code")}
+	q := AuditQuery{Token: v.Get("token"), Operation: Operation(v.Get("kind")), ErrorCode: v.Get("error_code"), Session: v.Get("session")}
 	for k := range v {
 		switch k {
-		case "token", "kind", "error_code", "since", "until", "limit":
+		case "token", "kind", "error_code", "session", "since", "until", "limit":
 		default:
-			return q, invalid(k, "unknown query parameter (want token, kind, error_code, since, until, limit)")
+			return q, invalid(k, "unknown query parameter (want token, kind, error_code, session, since, until, limit)")
 		}
 	}
 	var err error

@@ -30,7 +30,7 @@ func newAuditCmd(g *globals) *cobra.Command {
 		Use:   "audit",
 		Short: "List the audit log of executions",
 		Long: `audit lists the executions execbox serve recorded, newest first: time, id,
-token, kind (run, function, lint, tool, or auth: a failed authentication), backend, reason, exit code,
+token, kind (run, function, lint, tool, session, session_exec, or auth: a failed authentication), backend, reason, exit code,
 duration and the error code of a refusal or failure.
 
 It reads the database at audit.path (or --db) directly, or with --remote
@@ -43,8 +43,9 @@ asks a server's GET /v1/audit with the admin token in EXECBOX_TOKEN.
 	fl.StringVar(&f.db, "db", "", "the audit database (default audit.path)")
 	fl.StringVar(&f.remote, "remote", "", "query the execbox server at this URL instead (token from EXECBOX_TOKEN)")
 	fl.StringVar(&f.q.Token, "token", "", "only this token's executions")
-	fl.StringVar(&f.kind, "kind", "", "only this kind: run, function, lint, tool or auth")
+	fl.StringVar(&f.kind, "kind", "", "only this kind: run, function, lint, tool, session, session_exec or auth")
 	fl.StringVar(&f.q.ErrorCode, "error-code", "", "only executions that failed with this code")
+	fl.StringVar(&f.q.Session, "session", "", "only this session's rows (its start, execs and end)")
 	fl.StringVar(&f.since, "since", "", "only executions at or after this time")
 	fl.StringVar(&f.until, "until", "", "only executions before this time")
 	fl.IntVar(&f.q.Limit, "limit", v1.DefaultAuditLimit, fmt.Sprintf("list at most this many (up to %d)", v1.MaxAuditLimit))

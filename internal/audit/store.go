@@ -66,7 +66,8 @@ CREATE TABLE IF NOT EXISTS executions (
 	code_sha256 TEXT NOT NULL DEFAULT '',
 	code        TEXT,
 	error_code  TEXT NOT NULL DEFAULT '',
-	remote      TEXT NOT NULL DEFAULT ''
+	remote      TEXT NOT NULL DEFAULT '',
+	session     TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS executions_time ON executions(time_ns);
 CREATE INDEX IF NOT EXISTS executions_token ON executions(token, time_ns);
@@ -142,13 +143,15 @@ func Open(path string, o Options) (*Store, error) {
 
 // migrate adds the columns a database made by an older execbox lacks.
 func migrate(db *sql.DB) error {
-	var n int
-	if err := db.QueryRow(`SELECT count(*) FROM pragma_table_info('executions') WHERE name = 'remote'`).Scan(&n); err != nil {
-		return err
-	}
-	if n == 0 {
-		if _, err := db.Exec(`ALTER TABLE executions ADD COLUMN remote TEXT NOT NULL DEFAULT ''`); err != nil {
+	for _, col := range []string{"remote", "session"} {
+		var n int
+		if err := db.QueryRow(`SELECT count(*) FROM pragma_table_info('executions') WHERE name = ?`, col).Scan(&n); err != nil {
 			return err
+		}
+		if n == 0 {
+			if _, err := db.Exec(`ALTER TABLE executions ADD COLUMN ` + col + ` TEXT NOT NULL DEFAULT ''`); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
@@ -251,6 +254,9 @@ type Record struct {
 	ErrorCode string
 	// Remote is the caller's address (an IP address, no port), when known.
 	Remote string
+	// Session is the session an exec ran in, or whose start or end the
+	// row records (kinds session_exec and session).
+	Session string
 }
 
 // Entry is what a caller records: the record plus the code, which the
@@ -308,10 +314,10 @@ func (s *Store) Record(ctx context.Context, e Entry) (Record, error) {
 		exit = *r.ExitCode
 	}
 	_, err := s.db.ExecContext(context.WithoutCancel(ctx), `INSERT INTO executions
-		(id, time_ns, request_id, token, kind, backend, isolation, limits, reason, exit_code, duration_ns, usage, code_sha256, code, error_code, remote)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		(id, time_ns, request_id, token, kind, backend, isolation, limits, reason, exit_code, duration_ns, usage, code_sha256, code, error_code, remote, session)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		r.ID, r.Time.UnixNano(), r.RequestID, r.Token, r.Operation, r.Backend, r.Isolation, limits, r.Reason, exit,
-		int64(r.Duration), usage, r.CodeSHA256, code, r.ErrorCode, r.Remote)
+		int64(r.Duration), usage, r.CodeSHA256, code, r.ErrorCode, r.Remote, r.Session)
 	if err != nil {
 		return r, sandbox.Errorf(sandbox.ErrInternal, "audit_failed", "writing the audit log: %w", err)
 	}
@@ -339,6 +345,7 @@ type Query struct {
 	Token     string
 	Operation string
 	ErrorCode string
+	Session   string
 	// Since and Until bound the time: Since included, Until excluded.
 	Since time.Time
 	Until time.Time
@@ -371,6 +378,9 @@ func (s *Store) Query(ctx context.Context, q Query) ([]Record, int, error) {
 	if q.ErrorCode != "" {
 		add("error_code = ?", q.ErrorCode)
 	}
+	if q.Session != "" {
+		add("session = ?", q.Session)
+	}
 	if !q.Since.IsZero() {
 		add("time_ns >= ?", q.Since.UnixNano())
 	}
@@ -392,7 +402,7 @@ func (s *Store) Query(ctx context.Context, q Query) ([]Record, int, error) {
 		return nil, 0, fmt.Errorf("counting audit records: %w", err)
 	}
 	rows, err := s.db.QueryContext(ctx, `SELECT id, time_ns, request_id, token, kind, backend, isolation, limits, reason,
-		exit_code, duration_ns, usage, code_sha256, code, error_code, remote FROM executions`+cond+
+		exit_code, duration_ns, usage, code_sha256, code, error_code, remote, session FROM executions`+cond+
 		" ORDER BY time_ns DESC, seq DESC LIMIT ?", append(args, limit)...)
 	if err != nil {
 		return nil, 0, fmt.Errorf("querying audit records: %w", err)
@@ -405,7 +415,7 @@ func (s *Store) Query(ctx context.Context, q Query) ([]Record, int, error) {
 		var limits, usage, code sql.NullString
 		var exit sql.NullInt64
 		if err := rows.Scan(&r.ID, &t, &r.RequestID, &r.Token, &r.Operation, &r.Backend, &r.Isolation, &limits, &r.Reason,
-			&exit, &dur, &usage, &r.CodeSHA256, &code, &r.ErrorCode, &r.Remote); err != nil {
+			&exit, &dur, &usage, &r.CodeSHA256, &code, &r.ErrorCode, &r.Remote, &r.Session); err != nil {
 			return nil, 0, fmt.Errorf("reading audit records: %w", err)
 		}
 		r.Time, r.Duration, r.Code = time.Unix(0, t), time.Duration(dur), code.String

@@ -77,6 +77,7 @@ func (s *Server) handleSessionCreate(w http.ResponseWriter, r *http.Request) {
 	}
 	info := sess.Info()
 	x.entry.Backend, x.entry.Isolation, x.entry.Reason = info.Backend, info.Isolation.String(), engine.SessionCreated
+	x.entry.Session = info.ID
 	x.entry.Limits = &info.Limits
 	x.info.attrs = append(x.info.attrs, sessionAttr(info.ID))
 	x.end()
@@ -138,6 +139,7 @@ func (s *Server) handleSessionExec(w http.ResponseWriter, r *http.Request) {
 		x.fail(w, err)
 		return
 	}
+	x.entry.Session = sess.ID()
 	var req v1.SessionExec
 	if err := s.decodeJSON(w, r, &req, s.opts.MaxBody); err != nil {
 		x.fail(w, err)
@@ -403,7 +405,7 @@ func (s *Server) sessionEvent(event string, i engine.SessionInfo) {
 	if event == engine.SessionCreated || s.opts.Audit == nil {
 		return
 	}
-	e := audit.Entry{Record: audit.Record{Token: i.Owner, Operation: string(v1.OpSession),
+	e := audit.Entry{Record: audit.Record{Token: i.Owner, Session: i.ID, Operation: string(v1.OpSession),
 		Backend: i.Backend, Isolation: i.Isolation.String(), Reason: i.Closed, Duration: time.Since(i.Created)}}
 	if _, err := s.opts.Audit.Record(context.Background(), e); err != nil {
 		s.metrics.AuditError()

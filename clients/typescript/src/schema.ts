@@ -639,6 +639,8 @@ export interface components {
             error_code?: string;
             /** @description The caller's IP address */
             remote?: string;
+            /** @description The session of a session or session_exec row. */
+            session?: string;
         };
         Audit: {
             records: components["schemas"]["AuditRecord"][];
@@ -1322,8 +1324,10 @@ export interface operations {
             query?: {
                 /** @description Only this token's executions. */
                 token?: string;
-                kind?: "run" | "function" | "lint" | "tool" | "auth";
+                kind?: "run" | "function" | "lint" | "tool" | "session" | "session_exec" | "auth";
                 error_code?: string;
+                /** @description Only this session's rows: its start, its execs and its end. */
+                session?: string;
                 since?: string;
                 until?: string;
                 limit?: number;
