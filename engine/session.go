@@ -110,6 +110,10 @@ type Session struct {
 	e     *Engine
 	sb    sandbox.Sandbox
 	owner Owner
+	// ending is cancelled when the session starts to close: its file
+	// operations end then, so that a stalled upload cannot hold Close.
+	ending context.Context
+	end    context.CancelFunc
 
 	mu     sync.Mutex
 	info   SessionInfo
@@ -232,6 +236,7 @@ func (e *Engine) OpenSession(ctx context.Context, owner Owner, req SessionReques
 	// The place is taken before the sandbox is made, so that a burst of
 	// creates cannot overshoot the bounds.
 	s := &Session{e: e, owner: owner}
+	s.ending, s.end = context.WithCancel(context.Background())
 	if err := e.sessions.reserve(s, owner, o); err != nil {
 		return nil, err
 	}
@@ -242,6 +247,7 @@ func (e *Engine) OpenSession(ctx context.Context, owner Owner, req SessionReques
 		}
 	}
 	if err != nil {
+		s.end()
 		e.sessions.unreserve(s)
 		return nil, err
 	}
@@ -385,6 +391,7 @@ func (s *Session) close(ctx context.Context, why string) error {
 	delete(ss.open, s.info.ID)
 	ss.mu.Unlock()
 
+	s.end()
 	err := s.sb.Close(ctx)
 	s.mu.Lock()
 	s.info.Closed = why
@@ -437,13 +444,18 @@ func (e *Engine) reap(now time.Time) {
 		s.mu.Unlock()
 	}
 	ss.mu.Unlock()
+	// At once: one slow to close does not hold the others open.
+	var wg sync.WaitGroup
 	for _, d := range list {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		if err := d.s.close(ctx, d.why); err != nil {
-			e.opts.Logger.Warn("closing a session", "session", d.s.info.ID, "err", err)
-		}
-		cancel()
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			if err := d.s.close(ctx, d.why); err != nil {
+				e.opts.Logger.Warn("closing a session", "session", d.s.info.ID, "err", err)
+			}
+		})
 	}
+	wg.Wait()
 }
 
 // reaper runs reap every ReapInterval until the engine stops.
@@ -549,38 +561,57 @@ func (s *Session) Files() (sandbox.Files, error) {
 	return usedFiles{f, s}, nil
 }
 
-// usedFiles is a session's sandbox.Files that marks the session used.
+// usedFiles is a session's sandbox.Files that marks the session used and
+// ends each operation when the session starts to close.
 type usedFiles struct {
 	f sandbox.Files
 	s *Session
 }
 
+// begin marks the session used and binds ctx to its life.
+func (u usedFiles) begin(ctx context.Context) (context.Context, func()) {
+	done := u.s.use()
+	ctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(u.s.ending, cancel)
+	return ctx, func() {
+		stop()
+		cancel()
+		done()
+	}
+}
+
 func (u usedFiles) PutFile(ctx context.Context, path string, r io.Reader, max int64) (int64, error) {
-	defer u.s.use()()
+	ctx, end := u.begin(ctx)
+	defer end()
 	return u.f.PutFile(ctx, path, r, max)
 }
 
 func (u usedFiles) GetFile(ctx context.Context, path string, w io.Writer, max int64) (int64, error) {
-	defer u.s.use()()
+	ctx, end := u.begin(ctx)
+	defer end()
 	return u.f.GetFile(ctx, path, w, max)
 }
 
 func (u usedFiles) Stat(ctx context.Context, path string) (sandbox.FileInfo, error) {
-	defer u.s.use()()
+	ctx, end := u.begin(ctx)
+	defer end()
 	return u.f.Stat(ctx, path)
 }
 
 func (u usedFiles) List(ctx context.Context, dir string, max int) ([]sandbox.FileInfo, bool, error) {
-	defer u.s.use()()
+	ctx, end := u.begin(ctx)
+	defer end()
 	return u.f.List(ctx, dir, max)
 }
 
 func (u usedFiles) Remove(ctx context.Context, path string) error {
-	defer u.s.use()()
+	ctx, end := u.begin(ctx)
+	defer end()
 	return u.f.Remove(ctx, path)
 }
 
 func (u usedFiles) Mkdir(ctx context.Context, path string) error {
-	defer u.s.use()()
+	ctx, end := u.begin(ctx)
+	defer end()
 	return u.f.Mkdir(ctx, path)
 }

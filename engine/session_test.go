@@ -3,6 +3,8 @@ package engine
 import (
 	"context"
 	"errors"
+	"io"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -279,4 +281,55 @@ func active(s *Session) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.active
+}
+
+// Files makes kept a sandbox.Files whose PutFile waits for its context,
+// as a stalled upload would.
+func (b *kept) PutFile(ctx context.Context, _ string, _ io.Reader, _ int64) (int64, error) {
+	<-ctx.Done()
+	return 0, ctx.Err()
+}
+func (b *kept) GetFile(context.Context, string, io.Writer, int64) (int64, error) { return 0, nil }
+func (b *kept) Stat(context.Context, string) (sandbox.FileInfo, error) {
+	return sandbox.FileInfo{}, nil
+}
+func (b *kept) List(context.Context, string, int) ([]sandbox.FileInfo, bool, error) {
+	return nil, false, nil
+}
+func (b *kept) Remove(context.Context, string) error { return nil }
+func (b *kept) Mkdir(context.Context, string) error  { return nil }
+
+// TestSessionCloseEndsFileOperations: a file operation that would not end
+// by itself (a stalled upload) ends when its session closes, and a busy
+// session is not reaped as idle.
+func TestSessionCloseEndsFileOperations(t *testing.T) {
+	e, _ := sessionEngine(t, SessionOptions{})
+	s := open(t, e, alice, SessionRequest{Idle: time.Minute})
+	f, err := s.Files()
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := f.PutFile(context.Background(), "x", strings.NewReader(""), 1)
+		done <- err
+	}()
+	for active(s) == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	e.reap(time.Now().Add(2 * time.Minute))
+	if _, err := e.Session(alice, s.ID()); err != nil {
+		t.Fatalf("a session with a file operation running was reaped: %v", err)
+	}
+	if err := e.CloseSession(context.Background(), alice, s.ID()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("the stalled PutFile ended with %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("closing the session did not end its file operation")
+	}
 }
