@@ -245,13 +245,16 @@ func (s *Server) handleFilePut(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	body := &progressReader{r: r.Body, rc: http.NewResponseController(w), idle: s.opts.BodyTimeout}
-	if _, err := f.PutFile(r.Context(), p, body, max); err != nil {
+	_, err = f.PutFile(r.Context(), p, body, max)
+	if err != nil {
 		if body.err != nil {
 			err = s.readError(w, body.err)
 		}
 		writeProblem(w, r, problemOf(r, err))
 		return
 	}
+	// The next request on the connection gets no deadline of this body's.
+	body.rc.SetReadDeadline(time.Time{})
 	st, err := f.Stat(r.Context(), p)
 	if err != nil {
 		writeProblem(w, r, problemOf(r, err))
