@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 
 	v1 "github.com/execbox/execbox/api/v1"
 	"github.com/execbox/execbox/sandbox"
@@ -97,6 +98,29 @@ func (c *Client) GetFile(ctx context.Context, id, path string, w io.Writer) (int
 		return n, sandbox.Errorf(sandbox.ErrInternal, "download_failed", "downloading %s: %w", path, err)
 	}
 	return n, nil
+}
+
+// ReadFile returns the first max bytes of the regular file at path, and
+// its whole size (more than len(data) when it is longer).
+func (c *Client) ReadFile(ctx context.Context, id, path string, max int64) (data []byte, size int64, err error) {
+	u, err := filePath(id, "files", path)
+	if err != nil {
+		return nil, 0, err
+	}
+	resp, err := c.sendRaw(ctx, http.MethodGet, u, url.Values{"max": {strconv.FormatInt(max, 10)}}, nil, "", "application/octet-stream")
+	if err != nil {
+		return nil, 0, err
+	}
+	defer resp.Body.Close()
+	size, _ = strconv.ParseInt(resp.Header.Get("X-Execbox-File-Size"), 10, 64)
+	data, err = io.ReadAll(io.LimitReader(resp.Body, max))
+	if err != nil {
+		return nil, 0, sandbox.Errorf(sandbox.ErrInternal, "download_failed", "downloading %s: %w", path, err)
+	}
+	if n := int64(len(data)); size < n {
+		size = n
+	}
+	return data, size, nil
 }
 
 // Stat describes the entry at path ("" is the work dir) without

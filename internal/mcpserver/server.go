@@ -158,9 +158,19 @@ func (t *tools) client(req *mcp.CallToolRequest) (*client.Client, error) {
 // inProcess is a RoundTripper that answers with the API's handler itself.
 type inProcess struct{ h http.Handler }
 
-func (p inProcess) RoundTrip(r *http.Request) (*http.Response, error) {
+func (p inProcess) RoundTrip(r *http.Request) (_ *http.Response, err error) {
 	r.RemoteAddr = "127.0.0.1:0"
 	rec := httptest.NewRecorder()
+	// A handler that cuts its answer short (http.ErrAbortHandler, as a
+	// download that fails midway does) is a failed request here too.
+	defer func() {
+		if v := recover(); v != nil {
+			if v != http.ErrAbortHandler {
+				panic(v)
+			}
+			err = fmt.Errorf("%s %s: the answer was cut short", r.Method, r.URL.Path)
+		}
+	}()
 	p.h.ServeHTTP(rec, r)
 	return rec.Result(), nil
 }

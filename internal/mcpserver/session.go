@@ -2,13 +2,13 @@ package mcpserver
 
 import (
 	"context"
-	"errors"
 	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	v1 "github.com/execbox/execbox/api/v1"
+	"github.com/execbox/execbox/sandbox"
 )
 
 // The session tools: a sandbox kept across calls, as an agent keeps state
@@ -137,42 +137,18 @@ func (t *tools) sessionWrite(ctx context.Context, req *mcp.CallToolRequest, in S
 	return nil, FileOutput{Path: fi.Path, Type: fi.Type, Size: fi.Size}, nil
 }
 
-// errFull stops a download at the text bound.
-var errFull = errors.New("the text bound is reached")
-
-// capped keeps the first max bytes written to it.
-type capped struct {
-	b   strings.Builder
-	max int
-}
-
-func (c *capped) Write(p []byte) (int, error) {
-	room := c.max - c.b.Len()
-	if len(p) > room {
-		c.b.Write(p[:room])
-		return room, errFull
-	}
-	return c.b.Write(p)
-}
-
 func (t *tools) sessionRead(ctx context.Context, req *mcp.CallToolRequest, in SessionFileInput) (*mcp.CallToolResult, FileOutput, error) {
 	c, err := t.client(req)
 	if err != nil {
 		return nil, FileOutput{}, toolError(err)
 	}
-	fi, err := c.Stat(ctx, in.SessionID, in.Path)
+	data, size, err := c.ReadFile(ctx, in.SessionID, in.Path, int64(t.o.MaxText))
 	if err != nil {
 		return nil, FileOutput{}, toolError(err)
 	}
-	out := FileOutput{Path: fi.Path, Type: fi.Type, Size: fi.Size}
-	buf := &capped{max: t.o.MaxText}
-	if _, err := c.GetFile(ctx, in.SessionID, in.Path, buf); err != nil && !errors.Is(err, errFull) {
-		return nil, FileOutput{}, toolError(err)
-	} else if err != nil {
-		out.Truncated = true
-	}
+	out := FileOutput{Path: in.Path, Type: sandbox.FileRegular, Size: size, Truncated: size > int64(len(data))}
 	var cut bool
-	out.Content, cut = t.text("", []byte(buf.b.String()))
+	out.Content, cut = t.text("", data)
 	out.Truncated = out.Truncated || cut
 	return nil, out, nil
 }

@@ -282,13 +282,24 @@ func (p *progressReader) Read(b []byte) (int, error) {
 }
 
 // handleFileGet is GET /v1/sessions/{id}/files/{path}: the file's bytes,
-// streamed.
+// streamed; with ?max=N only its first N bytes (X-Execbox-File-Size says
+// how many it has).
 func (s *Server) handleFileGet(w http.ResponseWriter, r *http.Request) {
 	sess, f, p, release, err := s.files(r, false)
 	defer release()
 	if err != nil {
 		writeProblem(w, r, problemOf(r, err))
 		return
+	}
+	limit := sess.Info().Limits.WorkSize
+	head := false
+	if q := r.URL.Query().Get("max"); q != "" {
+		n, err := strconv.ParseInt(q, 10, 64)
+		if err != nil || n < 0 {
+			writeProblem(w, r, problemOf(r, invalidField("max", "%q is not a number of bytes", q)))
+			return
+		}
+		limit, head = min(n, limit), true
 	}
 	st, err := f.Stat(r.Context(), p)
 	if err == nil && st.Type != sandbox.FileRegular {
@@ -306,7 +317,10 @@ func (s *Server) handleFileGet(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := &lazyWriter{w: w}
-	if _, err := f.GetFile(r.Context(), p, out, sess.Info().Limits.WorkSize); err != nil {
+	if _, err := f.GetFile(r.Context(), p, out, limit); err != nil {
+		if head && sandbox.CodeOf(err) == "file_too_large" {
+			return // the first max bytes were asked for, and sent
+		}
 		if !out.started {
 			writeProblem(w, r, problemOf(r, err))
 			return

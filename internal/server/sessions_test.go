@@ -81,6 +81,15 @@ func TestSessionOverHTTP(t *testing.T) {
 	if n, err := alice.GetFile(ctx, s.ID, "data/big.bin", h); err != nil || n != size || !bytes.Equal(h.Sum(nil), want) {
 		t.Fatalf("GetFile: %d, %v, identical %v", n, err, bytes.Equal(h.Sum(nil), want))
 	}
+	if head, n, err := alice.ReadFile(ctx, s.ID, "data/big.bin", 10); err != nil || n != size || len(head) != 10 {
+		t.Fatalf("ReadFile of the first 10 bytes: %d bytes, size %d, %v", len(head), n, err)
+	}
+	if all, n, err := alice.ReadFile(ctx, s.ID, "n", 100); err != nil || n != 6 || string(all) != "x\nx\nx\n" {
+		t.Fatalf("ReadFile of a whole small file: %q, size %d, %v", all, n, err)
+	}
+	if a := en.do("GET", "/v1/sessions/"+s.ID+"/files/n?max=-1", nil, "Authorization", "Bearer a"); a.status != http.StatusBadRequest {
+		t.Fatalf("max=-1: %d %s", a.status, a.body)
+	}
 	if l, err := alice.List(ctx, s.ID, "data"); err != nil || len(l.Entries) != 1 || l.Entries[0].Size != size {
 		t.Fatalf("List: %+v, %v", l, err)
 	}

@@ -1020,7 +1020,10 @@ export interface operations {
     };
     getSessionFile: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description Send only the file's first max bytes (X-Execbox-File-Size still says its size). */
+                max?: number;
+            };
             header?: never;
             path: {
                 id: components["parameters"]["SessionID"];
