@@ -380,25 +380,20 @@ func (e *Engine) CloseSession(ctx context.Context, owner Owner, id string) error
 	return s.close(ctx, ClosedByOwner)
 }
 
-// close removes s from the open set (once) and closes its sandbox.
+// close removes s from the open set (once), leaving why in its place for
+// whoever asks after it, and closes its sandbox.
 func (s *Session) close(ctx context.Context, why string) error {
 	ss := &s.e.sessions
 	ss.mu.Lock()
-	if cur, ok := ss.open[s.info.ID]; !ok || cur != s {
+	if cur, ok := ss.open[s.ID()]; !ok || cur != s {
 		ss.mu.Unlock()
 		return nil // closed by someone else
 	}
-	delete(ss.open, s.info.ID)
-	ss.mu.Unlock()
-
-	s.end()
-	err := s.sb.Close(ctx)
-	s.mu.Lock()
+	delete(ss.open, s.ID())
+	s.mu.Lock() // after ss.mu, as reap takes them
 	s.info.Closed = why
 	info := s.info
 	s.mu.Unlock()
-
-	ss.mu.Lock()
 	ss.closed[info.ID] = info
 	ss.order = append(ss.order, info.ID)
 	if len(ss.order) > maxClosed {
@@ -406,6 +401,10 @@ func (s *Session) close(ctx context.Context, why string) error {
 		ss.order = slices.Delete(ss.order, 0, 1)
 	}
 	ss.mu.Unlock()
+
+	s.end()
+	err := s.sb.Close(ctx)
+	info = s.Info()
 
 	event := SessionClosed
 	switch why {

@@ -1,11 +1,14 @@
 package integration
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -87,13 +90,12 @@ func TestSessionCLI(t *testing.T) {
 	}
 }
 
-// TestSessionLifecycleOnBackends: on every isolating backend here, a
-// session keeps its files across execs, an idle one is reaped and leaves
-// nothing on the host, and 50 opened and closed at once leak nothing.
-func TestSessionLifecycleOnBackends(t *testing.T) {
-	requireNative(t)
-	// bwrap is left out: it needs a work root uid 65534 can reach, and the
-	// tests' temporary directories are 0700 (its conformance suite runs sessions).
+// sessionBackends are the isolating backends the session tests run on:
+// native, and gvisor and docker where EXECBOX_REQUIRE names them or they
+// are here. bwrap is left out: it needs a work root uid 65534 can reach,
+// and the tests' temporary directories are 0700 (its conformance suite
+// runs sessions).
+func sessionBackends() []string {
 	backends := []string{"native"}
 	if strings.Contains(os.Getenv("EXECBOX_REQUIRE"), "gvisor") {
 		backends = append(backends, "gvisor")
@@ -101,7 +103,19 @@ func TestSessionLifecycleOnBackends(t *testing.T) {
 	if strings.Contains(os.Getenv("EXECBOX_REQUIRE"), "docker") || os.Getenv("DOCKER_HOST") != "" {
 		backends = append(backends, "docker")
 	}
-	for _, b := range backends {
+	return backends
+}
+
+// hostVisible says whether a backend's programs are processes of this
+// host's kernel (so alive finds them); gVisor's run in its own kernel.
+func hostVisible(backend string) bool { return backend != "gvisor" }
+
+// TestSessionLifecycleOnBackends: on every isolating backend here, a
+// session keeps its files across execs, an idle one is reaped and leaves
+// nothing on the host, and 50 opened and closed at once leak nothing.
+func TestSessionLifecycleOnBackends(t *testing.T) {
+	requireNative(t)
+	for _, b := range sessionBackends() {
 		t.Run(b, func(t *testing.T) {
 			if b == "gvisor" {
 				requireGVisor(t)
@@ -127,8 +141,43 @@ func TestSessionLifecycleOnBackends(t *testing.T) {
 					t.Fatalf("exec %d: %+v, %v", i, res, err)
 				}
 			}
+			// 50 MiB up and back through the API, byte-identical.
+			const size = 50 * sandbox.MiB
+			h := sha256.New()
+			if fi, err := c.PutFile(ctx, sess.ID, "big.bin", io.TeeReader(io.LimitReader(pattern{}, size), h)); err != nil || fi.Size != size {
+				t.Fatalf("PutFile of 50 MiB: %+v, %v", fi, err)
+			}
+			want := h.Sum(nil)
+			h.Reset()
+			if n, err := c.GetFile(ctx, sess.ID, "big.bin", h); err != nil || n != size || !bytes.Equal(h.Sum(nil), want) {
+				t.Fatalf("GetFile of 50 MiB: %d bytes, %v, identical %v", n, err, bytes.Equal(h.Sum(nil), want))
+			}
 			if err := c.CloseSession(ctx, sess.ID); err != nil {
 				t.Fatal(err)
+			}
+
+			// A session past its ttl is closed even while it runs a
+			// program, and the program is gone from the host.
+			marker := fmt.Sprint(time.Now().UnixNano()%90000000 + 10000000)
+			short, err := c.CreateSession(ctx, &v1.SessionRequest{TTL: v1.Seconds(2 * time.Second)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			res, err := c.Exec(ctx, short.ID, &v1.SessionExec{Command: []string{"sleep", marker}})
+			if took := time.Since(start); took > 30*time.Second {
+				t.Fatalf("the exec of an expired session ran %v", took)
+			}
+			if err == nil && res.Reason != "canceled" {
+				t.Fatalf("the exec of an expired session: %+v", res)
+			}
+			if hostVisible(b) {
+				if left := alive("sleep " + marker); len(left) > 0 {
+					t.Fatalf("the program of an expired session lives on: %v", left)
+				}
+			}
+			if _, err := c.Session(ctx, short.ID); err == nil || !strings.Contains(err.Error(), "expired") {
+				t.Fatalf("an expired session: %v", err)
 			}
 
 			// 50 at once: each made, used and closed.
@@ -195,62 +244,108 @@ func TestSessionLifecycleOnBackends(t *testing.T) {
 
 // TestSessionsAfterKill9: execbox serve killed with SIGKILL while its
 // sessions are open (one running a program) leaves processes, cgroups,
-// mounts and work dirs behind; the next serve on the same work root
-// removes them all.
+// mounts, work dirs and containers behind; the next serve on the same work
+// root removes them all.
 func TestSessionsAfterKill9(t *testing.T) {
 	requireNative(t)
-	work := filepath.Join(t.TempDir(), "work")
-	state := t.TempDir()
-	env := []string{"EXECBOX_BACKEND=native", "EXECBOX_STATE_DIR=" + state, "EXECBOX_WORK_ROOT=" + work}
-	s := startServer(t, env)
-	c := s.client("")
-	ctx := context.Background()
-	marker := fmt.Sprint(time.Now().UnixNano()%90000000 + 10000000)
-	var ids []string
-	for range 3 {
-		sess, err := c.CreateSession(ctx, &v1.SessionRequest{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := c.PutFile(ctx, sess.ID, "data", io.LimitReader(zeros{}, sandbox.MiB)); err != nil {
-			t.Fatal(err)
-		}
-		ids = append(ids, sess.ID)
-	}
-	go c.Exec(context.Background(), ids[0], &v1.SessionExec{Command: []string{"sleep", marker}})
-	for i := 0; len(alive("sleep "+marker)) == 0; i++ {
-		if i > 100 {
-			t.Fatal("the session's program did not start")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	pid := s.cmd.Process.Pid
-	if len(leftoversOf(pid, work)) == 0 {
-		t.Fatal("a live server with sessions shows nothing on the host; the check is blind")
-	}
-	s.cmd.Process.Signal(syscall.SIGKILL)
-	<-s.exited
+	for _, b := range sessionBackends() {
+		t.Run(b, func(t *testing.T) {
+			if b == "gvisor" {
+				requireGVisor(t)
+			}
+			work := filepath.Join(t.TempDir(), "work")
+			state := t.TempDir()
+			env := []string{"EXECBOX_BACKEND=" + b, "EXECBOX_STATE_DIR=" + state, "EXECBOX_WORK_ROOT=" + work}
+			s := startServer(t, env)
+			c := s.client("")
+			ctx := context.Background()
+			marker := fmt.Sprint(time.Now().UnixNano()%90000000 + 10000000)
+			var ids []string
+			for range 3 {
+				sess, err := c.CreateSession(ctx, &v1.SessionRequest{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := c.PutFile(ctx, sess.ID, "data", io.LimitReader(zeros{}, sandbox.MiB)); err != nil {
+					t.Fatal(err)
+				}
+				ids = append(ids, sess.ID)
+			}
+			go c.Exec(context.Background(), ids[0], &v1.SessionExec{Command: []string{"sh", "-c", "touch started; exec sleep " + marker}})
+			for i := 0; ; i++ {
+				if _, err := c.Stat(ctx, ids[0], "started"); err == nil {
+					break
+				}
+				if i > 200 {
+					t.Fatal("the session's program did not start")
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			pid := s.cmd.Process.Pid
+			if hostVisible(b) && len(alive("sleep "+marker)) == 0 {
+				t.Fatal("the session's program is not seen on the host; the check is blind")
+			}
+			if b != "docker" && len(leftoversOf(pid, work)) == 0 {
+				t.Fatal("a live server with sessions shows nothing on the host; the check is blind")
+			}
+			if b == "docker" && len(containersOf(t, ids)) != len(ids) {
+				t.Fatalf("the sessions' containers are not found (%v); the check is blind", containersOf(t, ids))
+			}
+			s.cmd.Process.Signal(syscall.SIGKILL)
+			<-s.exited
 
-	s2 := startServer(t, env)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		left := append(leftoversOf(pid, work), alive("sleep "+marker)...)
-		if len(left) == 0 {
-			break
+			s2 := startServer(t, env)
+			deadline := time.Now().Add(60 * time.Second)
+			for {
+				left := append(leftoversOf(pid, work), alive("sleep "+marker)...)
+				if b == "docker" {
+					left = append(left, containersOf(t, ids)...)
+				}
+				if len(left) == 0 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("after a restart, the killed server's sessions left: %v", left)
+				}
+				time.Sleep(200 * time.Millisecond)
+			}
+			if l, err := s2.client("").Sessions(ctx); err != nil || len(l) != 0 {
+				t.Fatalf("the new server lists %d sessions (%v); none survive a restart", len(l), err)
+			}
+			_, err := s2.client("").Session(ctx, ids[1])
+			var p *v1.Problem
+			if !errors.As(err, &p) || p.Code != "session_not_found" {
+				t.Fatalf("an old session after a restart: %v", err)
+			}
+		})
+	}
+}
+
+// containersOf lists the docker containers of the sandboxes ids (label
+// execbox.run), with the docker CLI on DOCKER_HOST.
+func containersOf(t *testing.T, ids []string) []string {
+	t.Helper()
+	var out []string
+	for _, id := range ids {
+		b, err := exec.Command("docker", "ps", "-aq", "--filter", "label=execbox.run="+id).Output()
+		if err != nil {
+			t.Fatalf("docker ps: %v", err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after a restart, the killed server's sessions left: %v", left)
+		for _, c := range strings.Fields(string(b)) {
+			out = append(out, "container "+c+" of "+id)
 		}
-		time.Sleep(200 * time.Millisecond)
 	}
-	if l, err := s2.client("").Sessions(ctx); err != nil || len(l) != 0 {
-		t.Fatalf("the new server lists %d sessions (%v); none survive a restart", len(l), err)
+	return out
+}
+
+// pattern is an endless reader of bytes that vary.
+type pattern struct{}
+
+func (pattern) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = byte(i*7 + i>>8)
 	}
-	_, err := s2.client("").Session(ctx, ids[1])
-	var p *v1.Problem
-	if !errors.As(err, &p) || p.Code != "session_not_found" {
-		t.Fatalf("an old session after a restart: %v", err)
-	}
+	return len(p), nil
 }
 
 type zeros struct{}
