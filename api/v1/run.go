@@ -79,6 +79,26 @@ const (
 	MaxArgLen      = 128 * sandbox.KiB // Linux's MAX_ARG_STRLEN
 )
 
+// checkCommand checks a request's command (given, not empty) against the
+// bounds of argv; language must be empty with a command.
+func checkCommand(cmd []string, language string) error {
+	if language != "" {
+		return invalid("language", "applies to code, not to a command")
+	}
+	if len(cmd) > MaxCommandArgs {
+		return invalid("command", "more than %d arguments", MaxCommandArgs)
+	}
+	for i, a := range cmd {
+		if len(a) > MaxArgLen {
+			return invalid(fmt.Sprintf("command[%d]", i), "longer than %d KiB", MaxArgLen/sandbox.KiB)
+		}
+	}
+	if cmd[0] == "" {
+		return invalid("command[0]", "the program must not be empty")
+	}
+	return nil
+}
+
 // Build checks the request's shape and turns it into a Spec and a Process.
 // base is the configured policy every run gets; the request cannot relax
 // it. Errors are ErrInvalid (a *FieldError naming the field) or the
@@ -90,19 +110,8 @@ func (r *RunRequest) Build(base sandbox.Policy) (sandbox.Spec, *sandbox.Process,
 	case len(r.Command) > 0 && r.Code != "":
 		return spec, nil, invalid("command", "give command or code, not both")
 	case len(r.Command) > 0:
-		if r.Language != "" {
-			return spec, nil, invalid("language", "applies to code, not to a command")
-		}
-		if len(r.Command) > MaxCommandArgs {
-			return spec, nil, invalid("command", "more than %d arguments", MaxCommandArgs)
-		}
-		for i, a := range r.Command {
-			if len(a) > MaxArgLen {
-				return spec, nil, invalid(fmt.Sprintf("command[%d]", i), "longer than %d KiB", MaxArgLen/sandbox.KiB)
-			}
-		}
-		if r.Command[0] == "" {
-			return spec, nil, invalid("command[0]", "the program must not be empty")
+		if err := checkCommand(r.Command, r.Language); err != nil {
+			return spec, nil, err
 		}
 		p.Args = r.Command
 	case r.Code != "":

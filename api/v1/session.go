@@ -2,7 +2,6 @@ package v1
 
 import (
 	"bytes"
-	"fmt"
 	"strings"
 	"time"
 
@@ -121,19 +120,8 @@ func (r *SessionExec) Build() (*sandbox.Process, error) {
 	case len(r.Command) > 0 && r.Code != "":
 		return nil, invalid("command", "give command or code, not both")
 	case len(r.Command) > 0:
-		if r.Language != "" {
-			return nil, invalid("language", "applies to code, not to a command")
-		}
-		if len(r.Command) > MaxCommandArgs {
-			return nil, invalid("command", "more than %d arguments", MaxCommandArgs)
-		}
-		for i, a := range r.Command {
-			if len(a) > MaxArgLen {
-				return nil, invalid(fmt.Sprintf("command[%d]", i), "longer than %d KiB", MaxArgLen/sandbox.KiB)
-			}
-		}
-		if r.Command[0] == "" {
-			return nil, invalid("command[0]", "the program must not be empty")
+		if err := checkCommand(r.Command, r.Language); err != nil {
+			return nil, err
 		}
 		p.Args = r.Command
 	case r.Code != "":
