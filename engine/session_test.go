@@ -55,6 +55,9 @@ func (b *kept) Close(context.Context) error {
 	return nil
 }
 func (b *kept) Exec(ctx context.Context, p *sandbox.Process) (*sandbox.Result, error) {
+	if b.closed.Load() {
+		return nil, sandbox.Errorf(sandbox.ErrNotFound, "sandbox_closed", "sandbox %s is closed", b.id)
+	}
 	if p.Args[0] == "block" {
 		select {
 		case <-ctx.Done():
@@ -145,9 +148,8 @@ func TestSessionOwners(t *testing.T) {
 	wantCode(t, err, sandbox.ErrNotFound, "session_closed")
 	_, err = e.Session(bob, a.ID())
 	wantCode(t, err, sandbox.ErrNotFound, "session_not_found")
-	if _, err := a.Exec(context.Background(), &sandbox.Process{Args: []string{"x"}}); !errors.Is(err, sandbox.ErrNotFound) && err != nil {
-		t.Fatalf("exec in a closed session: %v", err)
-	}
+	_, err = a.Exec(context.Background(), &sandbox.Process{Args: []string{"x"}})
+	wantCode(t, err, sandbox.ErrNotFound, "sandbox_closed")
 	_ = b
 	if got := *events; len(got) != 3 || got[0] != "created:alice" || got[2] != "closed:alice" {
 		t.Fatalf("events %v", got)

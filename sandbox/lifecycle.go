@@ -36,6 +36,10 @@ type Lifecycle struct {
 	execing bool               // an Exec registered with BeginExec runs
 	cancel  context.CancelFunc // of the running Exec
 	running sync.WaitGroup
+	// closing ends when Close begins: BeginOp's contexts follow it. Made
+	// by the first BeginOp.
+	closing    context.Context
+	endClosing context.CancelFunc
 }
 
 // CodeBusy is the code of the error a second concurrent Exec gets.
@@ -89,6 +93,38 @@ func (l *Lifecycle) Begin(id string, cancel context.CancelFunc) error {
 	return nil
 }
 
+// BeginOp registers an operation other than an Exec that may take long (a
+// file streamed in or out), as Begin does, and returns a context that is
+// cancelled when Close begins (its cause the "sandbox_closed" error), so
+// that Close, which waits for it, does not wait on a stalled transfer.
+// The caller must call end (once) when the operation ends; after Close,
+// BeginOp refuses with ErrNotFound "sandbox_closed".
+func (l *Lifecycle) BeginOp(ctx context.Context, id string) (_ context.Context, end func(), _ error) {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return nil, nil, Errorf(ErrNotFound, "sandbox_closed", "sandbox %s is closed", id)
+	}
+	if l.closing == nil {
+		l.closing, l.endClosing = context.WithCancel(context.Background())
+	}
+	l.running.Add(1)
+	closing := l.closing
+	l.mu.Unlock()
+	ctx, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(closing, func() {
+		cancel(Errorf(ErrNotFound, "sandbox_closed", "sandbox %s is closing", id))
+	})
+	var once sync.Once
+	return ctx, func() {
+		once.Do(func() {
+			stop()
+			cancel(nil)
+			l.running.Done()
+		})
+	}, nil
+}
+
 // Done ends an operation Begin registered.
 func (l *Lifecycle) Done() { l.running.Done() }
 
@@ -104,6 +140,9 @@ func (l *Lifecycle) Close() bool {
 	l.closed = true
 	if l.cancel != nil {
 		l.cancel()
+	}
+	if l.endClosing != nil {
+		l.endClosing()
 	}
 	l.mu.Unlock()
 	l.running.Wait()

@@ -145,3 +145,45 @@ func TestLifecycleCloseEndsBeginExec(t *testing.T) {
 		t.Fatal("Close returned before the Exec ended")
 	}
 }
+
+// TestLifecycleCloseEndsBeginOp: Close cancels the context of a running
+// BeginOp (cause sandbox_closed) and waits for its end; afterwards
+// BeginOp refuses.
+func TestLifecycleCloseEndsBeginOp(t *testing.T) {
+	var l Lifecycle
+	ctx, end, err := l.BeginOp(context.Background(), "sb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ended := make(chan struct{})
+	go func() {
+		<-ctx.Done()
+		time.Sleep(20 * time.Millisecond)
+		close(ended)
+		end()
+		end() // a second end does nothing
+	}()
+	if !l.Close() {
+		t.Fatal("Close reported false")
+	}
+	select {
+	case <-ended:
+	default:
+		t.Fatal("Close returned before the operation ended")
+	}
+	if c := CodeOf(context.Cause(ctx)); c != "sandbox_closed" {
+		t.Fatalf("cause %v", context.Cause(ctx))
+	}
+	if _, _, err := l.BeginOp(context.Background(), "sb"); CodeOf(err) != "sandbox_closed" {
+		t.Fatalf("BeginOp after Close: %v", err)
+	}
+	// An operation that has ended has a done context, and Close does not
+	// wait for it.
+	var l2 Lifecycle
+	ctx2, end2, _ := l2.BeginOp(context.Background(), "sb2")
+	end2()
+	if ctx2.Err() == nil {
+		t.Fatal("an ended operation's context is still live")
+	}
+	l2.Close()
+}

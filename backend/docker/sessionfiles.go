@@ -356,47 +356,18 @@ func clipStderr(s string) string {
 }
 
 // beginFiles registers a Files call with the lifecycle and returns a
-// context that ends when the call returns or the sandbox is closed (Close
-// waits for registered calls, and a transfer may last long).
+// context that ends when the call returns or the sandbox's Close begins
+// (Close waits for registered calls, and a transfer may last long).
 func (s *Sandbox) beginFiles(ctx context.Context) (context.Context, func(), error) {
-	if err := s.life.Begin(s.id, nil); err != nil {
+	ctx, end, err := s.life.BeginOp(ctx, s.id)
+	if err != nil {
 		return nil, nil, err
 	}
 	if why := s.c.deadReason(); why != "" {
-		s.life.Done()
+		end()
 		return nil, nil, sandbox.Errorf(sandbox.ErrInternal, "container_gone", "sandbox %s: its container %s was %s", s.id, s.c.name, why)
 	}
-	ctx, cancel := context.WithCancelCause(ctx)
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		t := time.NewTicker(50 * time.Millisecond)
-		defer t.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				// Begin refuses once Close began (and, this call being
-				// registered, Close is waiting for it).
-				if err := s.life.Begin(s.id, nil); err != nil {
-					cancel(err) // sandbox_closed
-					return
-				}
-				s.life.Done()
-			}
-		}
-	}()
-	return ctx, func() {
-		close(stop)
-		wg.Wait()
-		cancel(nil)
-		s.life.Done()
-	}, nil
+	return ctx, end, nil
 }
 
 // checkFilesPath checks p, or, where the work dir is meant and allowed, "".

@@ -55,7 +55,7 @@ func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) {
 	x.entry.Limits = &l
 	sel := sandbox.Selection{Backend: req.Backend, Tier: req.Tier, MinIsolation: req.MinIsolation}
 	if q := r.URL.Query().Get("stream"); q == "1" || q == "true" {
-		s.streamRun(w, r, x, t.Limits().Output, func(ctx context.Context) (*sandbox.Result, error) { return t.Run(ctx, sel, p) }, p, runCode(&req))
+		s.streamRun(w, r, x, t.Limits().Output, func(ctx context.Context) (*sandbox.Result, error) { return t.Run(ctx, sel, p) }, p, runCode(req.Code, req.Command))
 		return
 	}
 	res, err := t.Run(r.Context(), sel, p)
@@ -63,8 +63,14 @@ func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) {
 		x.fail(w, err)
 		return
 	}
+	s.answerResult(w, r, x, res, runCode(req.Code, req.Command))
+}
+
+// answerResult records a run's (or a session exec's) result and writes it
+// as the answer, its ID the audit row's.
+func (s *Server) answerResult(w http.ResponseWriter, r *http.Request, x *execution, res *sandbox.Result, code string) {
 	res.ID = x.entry.ID
-	x.ran(res, runCode(&req))
+	x.ran(res, code)
 	x.end()
 	res.WireForm(wantsExplain(r))
 	w.Header().Set("Content-Type", "application/json")
@@ -83,11 +89,11 @@ func wantsExplain(r *http.Request) bool {
 
 // runCode is what a run's audit row keeps as its code (when it ran and
 // audit.store_code is set): the code, or the command as a JSON array.
-func runCode(req *v1.RunRequest) string {
-	if req.Code != "" {
-		return req.Code
+func runCode(code string, command []string) string {
+	if code != "" {
+		return code
 	}
-	b, _ := json.Marshal(req.Command)
+	b, _ := json.Marshal(command)
 	return string(b)
 }
 

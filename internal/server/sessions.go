@@ -154,11 +154,7 @@ func (s *Server) handleSessionExec(w http.ResponseWriter, r *http.Request) {
 	}
 	info := sess.Info()
 	x.entry.Limits = &info.Limits
-	code := req.Code
-	if code == "" {
-		b, _ := json.Marshal(req.Command)
-		code = string(b)
-	}
+	code := runCode(req.Code, req.Command)
 	if q := r.URL.Query().Get("stream"); q == "1" || q == "true" {
 		s.streamRun(w, r, x, info.Limits.Output, func(ctx context.Context) (*sandbox.Result, error) { return sess.Exec(ctx, p) }, p, code)
 		return
@@ -168,15 +164,7 @@ func (s *Server) handleSessionExec(w http.ResponseWriter, r *http.Request) {
 		x.fail(w, err)
 		return
 	}
-	res.ID = x.entry.ID
-	x.ran(res, code)
-	x.end()
-	res.WireForm(wantsExplain(r))
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusOK)
-	if err := encodeStreaming(w, res, res); err != nil {
-		s.log.Debug("writing a result", "request_id", x.info.id, "err", err)
-	}
+	s.answerResult(w, r, x, res, code)
 }
 
 // sessionExecHash is an exec's audit hash: the session and everything

@@ -141,30 +141,11 @@ func check(root int, p string) error {
 
 func (w *Dir) writeOne(root int, p string, data []byte) error {
 	parts := strings.Split(p, "/")
-	dir, err := unix.Dup(root)
+	dir, err := w.mkdirs(root, p, parts[:len(parts)-1])
 	if err != nil {
-		return invalidPath(p, err)
+		return err
 	}
-	defer func() { unix.Close(dir) }()
-	for _, c := range parts[:len(parts)-1] {
-		// mkdirat never follows its last component, and that is the only
-		// one it is given: dir is a real directory fd.
-		made := unix.Mkdirat(dir, c, 0o755)
-		if made != nil && !errors.Is(made, unix.EEXIST) {
-			return invalidPath(p, made)
-		}
-		next, err := openat2(dir, c, unix.O_PATH|unix.O_DIRECTORY, 0)
-		if err != nil {
-			return invalidPath(p, err)
-		}
-		unix.Close(dir)
-		dir = next
-		if made == nil {
-			if err := unix.Fchownat(dir, "", w.uid, w.gid, unix.AT_EMPTY_PATH); err != nil {
-				return invalidPath(p, err)
-			}
-		}
-	}
+	defer unix.Close(dir)
 	// O_NONBLOCK: a FIFO swapped in since the check fails (ENXIO) instead
 	// of waiting for a reader; fstat then refuses anything not regular.
 	fd, err := openat2(dir, parts[len(parts)-1], unix.O_WRONLY|unix.O_CREAT|unix.O_TRUNC|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0o644)

@@ -11,23 +11,26 @@ import (
 // workdir.Dir.Put and the rest). They may run while an Exec runs and
 // alongside each other, so they do not take s.files: that orders only
 // WriteFiles and Artifacts around the artifacts baseline, which these
-// leave alone. Close waits for them like for any operation.
+// leave alone. Close waits for them like for any operation; a transfer
+// (PutFile, GetFile) is ended when Close begins.
 
 // PutFile creates or replaces the regular file path in the work dir.
 func (s *WorkSandbox) PutFile(ctx context.Context, path string, r io.Reader, max int64) (int64, error) {
-	if err := s.life.Begin(s.id, nil); err != nil {
+	ctx, end, err := s.life.BeginOp(ctx, s.id)
+	if err != nil {
 		return 0, err
 	}
-	defer s.life.Done()
+	defer end()
 	return s.Work.Put(path, ctxReader{ctx, r}, max)
 }
 
 // GetFile copies the regular file path in the work dir to w.
 func (s *WorkSandbox) GetFile(ctx context.Context, path string, w io.Writer, max int64) (int64, error) {
-	if err := s.life.Begin(s.id, nil); err != nil {
+	ctx, end, err := s.life.BeginOp(ctx, s.id)
+	if err != nil {
 		return 0, err
 	}
-	defer s.life.Done()
+	defer end()
 	return s.Work.Get(path, ctxWriter{ctx, w}, max)
 }
 
@@ -77,8 +80,8 @@ type ctxReader struct {
 }
 
 func (c ctxReader) Read(p []byte) (int, error) {
-	if err := c.ctx.Err(); err != nil {
-		return 0, interrupted(err)
+	if c.ctx.Err() != nil {
+		return 0, interrupted(c.ctx)
 	}
 	return c.r.Read(p)
 }
@@ -89,14 +92,19 @@ type ctxWriter struct {
 }
 
 func (c ctxWriter) Write(p []byte) (int, error) {
-	if err := c.ctx.Err(); err != nil {
-		return 0, interrupted(err)
+	if c.ctx.Err() != nil {
+		return 0, interrupted(c.ctx)
 	}
 	return c.w.Write(p)
 }
 
-func interrupted(err error) error {
-	return sandbox.Errorf(sandbox.ErrUnavailable, "interrupted", "copying a file: %w", err)
+// interrupted is the error of a copy ctx ended: sandbox_closed when Close
+// began (BeginOp's cause), else "interrupted".
+func interrupted(ctx context.Context) error {
+	if cause := context.Cause(ctx); sandbox.CodeOf(cause) != "" {
+		return cause
+	}
+	return sandbox.Errorf(sandbox.ErrUnavailable, "interrupted", "copying a file: %w", ctx.Err())
 }
 
 // Interface guards.
