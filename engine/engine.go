@@ -79,6 +79,9 @@ type Options struct {
 	AdmissionObserver func(waited time.Duration, admitted bool)
 	// Sessions bound the sessions (OpenSession).
 	Sessions SessionOptions
+	// Pools configure the warm pools of function runners (none unless
+	// Pools.Size is set).
+	Pools PoolOptions
 	// Functions configure the function executor that Functions returns.
 	// Its Policy field is ignored: Policy above applies to every call.
 	Functions function.Options
@@ -94,6 +97,7 @@ type Engine struct {
 	gate      *gate
 	functions *function.Executor
 	sessions  sessions
+	pools     *pools
 
 	mu     sync.Mutex
 	health map[string]*probe
@@ -139,6 +143,10 @@ func New(o Options) (*Engine, error) {
 	if err := o.Sessions.validate(); err != nil {
 		return nil, err
 	}
+	o.Pools = o.Pools.withDefaults()
+	if err := o.Pools.validate(); err != nil {
+		return nil, err
+	}
 	o.Max = o.Max.WithDefaults(sandbox.HostMaxima())
 	if err := o.Max.Validate(); err != nil {
 		return nil, sandbox.Errorf(sandbox.ErrInvalid, "config_invalid", "the maxima: %w", err)
@@ -153,6 +161,7 @@ func New(o Options) (*Engine, error) {
 		return nil, err
 	}
 	e.functions = fx
+	e.pools = newPools(e, o.Pools)
 	names := sandbox.Names()
 	if o.Backends != nil {
 		names = slices.DeleteFunc(slices.Clone(o.Backends), func(n string) bool { _, ok := sandbox.Lookup(n); return !ok })
@@ -176,6 +185,11 @@ func New(o Options) (*Engine, error) {
 		e.order = append(e.order, name)
 	}
 	sort.Strings(e.order)
+	for _, name := range o.Pools.Backends {
+		if _, ok := sandbox.Lookup(name); !ok {
+			return nil, sandbox.Errorf(sandbox.ErrInvalid, "config_invalid", "pools.backends: %q is not a known backend (known: %s)", name, strings.Join(e.order, ", "))
+		}
+	}
 	switch o.Backend {
 	case "auto", "off":
 	default:
@@ -187,13 +201,17 @@ func New(o Options) (*Engine, error) {
 }
 
 // Start reconciles every backend that can (removing what a crashed execbox
-// left), probes each now and then every ProbeInterval until Close, and
-// closes expired and idle sessions every Sessions.ReapInterval.
+// left), probes each now and then every ProbeInterval until Close, closes
+// expired and idle sessions every Sessions.ReapInterval, and fills the warm
+// pools.
 func (e *Engine) Start() {
 	for _, name := range e.order {
 		e.probeAsync(name, true)
 	}
 	e.wg.Go(e.reaper)
+	if e.opts.Pools.Size > 0 {
+		e.wg.Go(func() { e.pools.loop(e.stop) })
+	}
 	e.wg.Go(func() {
 		t := time.NewTicker(e.opts.ProbeInterval)
 		defer t.Stop()
@@ -210,8 +228,9 @@ func (e *Engine) Start() {
 	})
 }
 
-// Close stops the background prober and the session reaper, closes every
-// open session, then every backend that holds resources of its own (an
+// Close stops the background prober, the session reaper and the pools'
+// fill loop, closes every pooled sandbox and every open session, then every
+// backend that holds resources of its own (an
 // optional `Close() error`, e.g. docker's reused containers).
 func (e *Engine) Close() {
 	e.mu.Lock()
@@ -224,6 +243,7 @@ func (e *Engine) Close() {
 	}
 	e.mu.Unlock()
 	e.wg.Wait()
+	e.pools.close()
 	e.closeSessions()
 	for _, name := range e.order {
 		if c, ok := e.backends[name].(sandbox.Closer); ok {
@@ -282,6 +302,9 @@ func (e *Engine) run(ctx context.Context, sel sandbox.Selection, spec sandbox.Sp
 	b, _, err := e.Select(ctx, sel)
 	if err != nil {
 		return nil, err
+	}
+	if res, ok, err := e.pools.call(ctx, b.Name(), spec, p); ok {
+		return res, err
 	}
 	if spec, err = e.prepare(spec); err != nil {
 		return nil, err

@@ -292,12 +292,13 @@ type Report struct {
 	SelectedBecause string         `json:"selected_because"`
 	Defaults        sandbox.Limits `json:"defaults"`
 	Candidates      []Candidate    `json:"candidates"`
+	Pools           PoolsStatus    `json:"pools"`
 }
 
 // Report probes (or reuses probes of) every backend and says what the
 // configured choice resolves to and why.
 func (e *Engine) Report(ctx context.Context) Report {
-	r := Report{Configured: e.opts.Backend, Defaults: e.opts.Defaults}
+	r := Report{Configured: e.opts.Backend, Defaults: e.opts.Defaults, Pools: e.Pools()}
 	for _, name := range e.order {
 		c := Candidate{Name: name, Reason: e.reason(name)}
 		if b, ok := e.backends[name]; ok {

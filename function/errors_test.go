@@ -58,12 +58,12 @@ func TestInputTooLarge(t *testing.T) {
 			req := func(n int) *Request {
 				return &Request{Code: code, Language: lang, Params: json.RawMessage(`{"p":"` + strings.Repeat("x", n) + `"}`)}
 			}
-			in, err := req(0).input()
+			in, err := req(0).Input()
 			if err != nil {
 				t.Fatal(err)
 			}
 			n := MaxInput - len(in) // the string that makes the input exactly 128 KiB
-			if in, _ := req(n).input(); len(in) != MaxInput {
+			if in, _ := req(n).Input(); len(in) != MaxInput {
 				t.Fatalf("input is %d bytes, want %d", len(in), MaxInput)
 			}
 			wantOK(t, e.Execute(context.Background(), req(n)), fmt.Sprint(n))

@@ -107,7 +107,7 @@ func (e *Executor) Execute(ctx context.Context, req *Request) (resp *Response) {
 	if err := req.Validate(); err != nil {
 		return ErrorResponse(err)
 	}
-	in, err := req.input()
+	in, err := req.Input()
 	if err != nil {
 		return ErrorResponse(err)
 	}
@@ -169,16 +169,9 @@ func (e *Executor) run(ctx context.Context, req *Request, in []byte) *Response {
 	if mode == "" {
 		mode = ModeExecute
 	}
-	limits := e.opts.Limits
-	limits.Wall = timeout
-	limits.Output = protocolOutput
-	limits.OutputLimitKill = false
-	spec := sandbox.Spec{Limits: limits}
-	p := &sandbox.Process{
-		Args:    command(req.Language, e.opts.Python, e.opts.Node),
-		Stdin:   bytes.NewReader(in),
-		Timeout: timeout,
-	}
+	spec, args := e.Template(req.Language)
+	spec.Limits.Wall = timeout
+	p := &sandbox.Process{Args: args, Stdin: bytes.NewReader(in), Timeout: timeout}
 	sel := sandbox.Selection{Backend: req.Backend, Tier: req.Tier, MinIsolation: req.MinIsolation}
 	rctx, cancel := context.WithTimeout(ctx, timeout+e.backstop)
 	defer cancel()
@@ -201,6 +194,18 @@ func (e *Executor) run(ctx context.Context, req *Request, in []byte) *Response {
 	resp := fromResult(res, mode, overdue)
 	resp.Backend, resp.Isolation = res.Backend, res.Isolation.String()
 	return resp
+}
+
+// Template is the sandbox spec and the command of every call in lang: the
+// same for all of them but for the spec's wall limit, which each call sets
+// to its timeout (left zero here). The runner reads the whole call from
+// its stdin, so a warm pool may start it before the call is known.
+func (e *Executor) Template(lang Language) (sandbox.Spec, []string) {
+	limits := e.opts.Limits
+	limits.Wall = 0
+	limits.Output = protocolOutput
+	limits.OutputLimitKill = false
+	return sandbox.Spec{Limits: limits}, command(lang, e.opts.Python, e.opts.Node)
 }
 
 func engineFailure(err error) *Response {

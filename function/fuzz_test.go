@@ -34,7 +34,7 @@ func FuzzDecodeRequest(f *testing.F) {
 		if len(req.Code) > MaxCode || strings.TrimSpace(req.Code) == "" {
 			t.Fatalf("accepted code of %d bytes", len(req.Code))
 		}
-		in, err := req.input()
+		in, err := req.Input()
 		if err != nil || len(in) > MaxInput {
 			t.Fatalf("accepted input of %d bytes (%v)", len(in), err)
 		}

@@ -165,7 +165,7 @@ func (r *Request) Validate() error {
 			return invalid("min_isolation: %v", err)
 		}
 	}
-	in, err := r.input()
+	in, err := r.Input()
 	if err != nil {
 		return err
 	}
@@ -227,9 +227,9 @@ type runnerInput struct {
 	Mode       Mode            `json:"mode"`
 }
 
-// input encodes what the runner gets; its size is the "input" of the
+// Input encodes what the runner reads on its stdin; its size is the "input" of the
 // 128 KiB bound.
-func (r *Request) input() ([]byte, error) {
+func (r *Request) Input() ([]byte, error) {
 	params := json.RawMessage(bytes.TrimSpace(r.Params))
 	if len(params) == 0 || string(params) == "null" {
 		params = json.RawMessage("{}")

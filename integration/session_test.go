@@ -122,7 +122,8 @@ func TestSessionLifecycleOnBackends(t *testing.T) {
 			}
 			// 50 execs at once wait for 2 run slots; under gVisor (a sandbox
 			// start per exec) longer than the default queue_wait.
-			s := startServer(t, []string{"EXECBOX_BACKEND=" + b, "EXECBOX_SESSIONS_PER_TOKEN=64", "EXECBOX_SERVER_QUEUE_WAIT=5m"})
+			// No pools: what is on the host is the sessions' alone.
+			s := startServer(t, []string{"EXECBOX_BACKEND=" + b, "EXECBOX_SESSIONS_PER_TOKEN=64", "EXECBOX_SERVER_QUEUE_WAIT=5m", "EXECBOX_POOLS_SIZE=0"})
 			c := s.client("")
 			ctx := context.Background()
 			pid := s.cmd.Process.Pid

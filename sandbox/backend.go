@@ -98,3 +98,9 @@ type Closer interface {
 type Reconciler interface {
 	Reconcile(ctx context.Context) (removed []string, err error)
 }
+
+// Meter is a Sandbox that can say how much memory its processes hold now
+// (a cgroup's current usage): what a warm pool's idle sandboxes cost.
+type Meter interface {
+	Memory() (int64, error)
+}

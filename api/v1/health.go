@@ -1,6 +1,10 @@
 package v1
 
-import "github.com/execbox/execbox/sandbox"
+import (
+	"time"
+
+	"github.com/execbox/execbox/sandbox"
+)
 
 // Health is GET /v1/health: the selection report — every backend, and
 // what the configured choice resolves to and why.
@@ -17,6 +21,40 @@ type Health struct {
 	Defaults sandbox.Limits `json:"defaults"`
 	// Candidates are the backends in the order auto tries them.
 	Candidates []Backend `json:"candidates"`
+	// Pools are the warm pools of function runners.
+	Pools Pools `json:"pools"`
+}
+
+// Pools describe the warm pools: sandboxes kept ready with a function
+// runner waiting in each, each used for one call.
+type Pools struct {
+	// Size is each pool's configured size; 0: there are none.
+	Size  int    `json:"size"`
+	Pools []Pool `json:"pools"`
+	// Reason says why there are no pools although Size is set.
+	Reason string `json:"reason,omitempty"`
+}
+
+// Pool is one backend's warm pool for one language.
+type Pool struct {
+	Backend  string `json:"backend"`
+	Language string `json:"language"`
+	Size     int    `json:"size"`
+	Ready    int    `json:"ready"`
+	Filling  int    `json:"filling"`
+	// Hits are calls that took a ready sandbox, misses ones that found none
+	// (a cold start); made, failed and lost count the sandboxes made, the
+	// attempts that failed, and ready ones that ended unused.
+	Hits   uint64 `json:"hits"`
+	Misses uint64 `json:"misses"`
+	Made   uint64 `json:"made"`
+	Failed uint64 `json:"failed"`
+	Lost   uint64 `json:"lost"`
+	// IdleMemory is what the ready sandboxes hold now.
+	IdleMemory int64 `json:"idle_memory_bytes"`
+	// LastRefill is how long making the last sandbox took.
+	LastRefill time.Duration `json:"last_refill_ns"`
+	Error      string        `json:"error,omitempty"`
 }
 
 // Backend is one backend in the health report and in GET /v1/backends.

@@ -78,6 +78,16 @@ func newEngine(cfg *config.Config, more ...func(*engine.Options)) (*engine.Engin
 	return engine.New(o)
 }
 
+// poolOptions are the configured warm pools.
+func poolOptions(cfg *config.Config) engine.PoolOptions {
+	p := cfg.Pools
+	o := engine.PoolOptions{Size: p.Size, Backends: p.Backends, MaxIdleMemory: p.MaxIdleMemory, Refill: p.Refill, MaxAge: p.MaxAge}
+	for _, l := range p.Languages {
+		o.Languages = append(o.Languages, function.Language(l))
+	}
+	return o
+}
+
 // policy is the configured part of every request's sandbox policy.
 func policy(cfg *config.Config) sandbox.Policy {
 	return sandbox.Policy{

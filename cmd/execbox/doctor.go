@@ -9,11 +9,14 @@ import (
 	"slices"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	v1 "github.com/execbox/execbox/api/v1"
+	"github.com/execbox/execbox/engine"
 	"github.com/execbox/execbox/internal/server"
+	"github.com/execbox/execbox/sandbox"
 )
 
 func newDoctorCmd(g *globals) *cobra.Command {
@@ -31,7 +34,9 @@ It exits 1 when nothing can run.`,
 			if err != nil {
 				return err
 			}
-			e, err := newEngine(cfg)
+			// With the pools serve would keep, which doctor reports; its own
+			// engine is not started, so it keeps none.
+			e, err := newEngine(cfg, func(o *engine.Options) { o.Pools = poolOptions(cfg) })
 			if err != nil {
 				return err
 			}
@@ -108,6 +113,39 @@ func printReport(w io.Writer, r v1.Health) {
 		fmt.Fprintln(w, "selected:   none")
 	}
 	fmt.Fprintf(w, "because:    %s\n", r.SelectedBecause)
+	printPools(w, r)
+}
+
+// printPools says what the warm pools are (execbox serve's, through
+// /v1/health), or what serve would keep (doctor's own engine keeps none).
+func printPools(w io.Writer, r v1.Health) {
+	p := r.Pools
+	switch {
+	case p.Size == 0:
+		fmt.Fprintln(w, "pools:      off (pools.size 0): every function call starts a sandbox")
+		return
+	case len(p.Pools) == 0 && p.Reason != "":
+		fmt.Fprintf(w, "pools:      none: %s\n", p.Reason)
+		return
+	case len(p.Pools) == 0:
+		fmt.Fprintf(w, "pools:      execbox serve keeps %d ready sandboxes per function runner on %s\n", p.Size, orNone(r.Backend))
+		return
+	}
+	fmt.Fprintln(w, "pools:")
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  BACKEND\tLANGUAGE\tREADY\tHITS\tMISSES\tMADE\tFAILED\tLOST\tIDLE MEMORY\tLAST REFILL\tERROR")
+	for _, x := range p.Pools {
+		fmt.Fprintf(tw, "  %s\t%s\t%d/%d\t%d\t%d\t%d\t%d\t%d\t%s\t%.1f ms\t%s\n", x.Backend, x.Language, x.Ready, x.Size,
+			x.Hits, x.Misses, x.Made, x.Failed, x.Lost, sandbox.FormatSize(x.IdleMemory), float64(x.LastRefill)/float64(time.Millisecond), x.Error)
+	}
+	tw.Flush()
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "no backend (none is ready)"
+	}
+	return s
 }
 
 // sharedDetails are the details that two or more backends report with

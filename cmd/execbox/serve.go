@@ -175,9 +175,12 @@ func newLogger(w io.Writer, l config.LogSection) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, opts))
 }
 
-// startEngine builds and starts the engine the configuration describes and
-// opens its audit log (nil when none is configured); closeAll undoes both.
+// startEngine builds and starts the engine the configuration describes,
+// with its warm pools (the long-running commands keep them; a one-shot
+// command would only pay for them), and opens its audit log (nil when none
+// is configured); closeAll undoes both.
 func startEngine(cfg *config.Config, log *slog.Logger, more ...func(*engine.Options)) (e *engine.Engine, store *audit.Store, closeAll func(), err error) {
+	more = append([]func(*engine.Options){func(o *engine.Options) { o.Pools = poolOptions(cfg) }}, more...)
 	if e, err = newEngine(cfg, more...); err != nil {
 		return nil, nil, nil, err
 	}

@@ -9,6 +9,7 @@ import json
 import os
 import sys
 import threading
+from collections.abc import Awaitable
 
 MAX_INPUT = 131072
 MAX_RESULT = 262144
@@ -178,8 +179,7 @@ def call(request):
     if not callable(fn):
         raise Failure("entrypoint_not_found", "entrypoint %s is not a function" % _dumps(entry, ensure_ascii=False))
     result = fn(**params)
-    import inspect
-    if inspect.isawaitable(result):
+    if isinstance(result, Awaitable):
         import asyncio
 
         async def wait(aw):
@@ -202,8 +202,25 @@ def respond(fd, fields, data=None):
             view = view[f.write(view):]
 
 
+def prewarm():
+    """Waiting for the call (a warm pool started us before it came): import
+    now what a call may need, so that it does not wait for that later."""
+    import select
+    try:
+        waiting = not select.select([0], [], [], 0)[0]
+    except (OSError, ValueError):
+        return
+    if waiting:
+        import ast  # noqa: F401  last_function
+        import linecache  # noqa: F401  user_traceback
+        import traceback  # noqa: F401
+
+
 def main():
     protocol = os.dup(1)  # non-inheritable: the function's children never get it
+    # Ready before the request, so that a warm runner has it waiting.
+    capture = Capture()
+    prewarm()
     raw = sys.stdin.buffer.read(MAX_INPUT + 1)
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
@@ -216,7 +233,6 @@ def main():
         diags = lint(request["code"])
         respond(protocol, {"ok": True, "diagnostics": diags})
         return
-    capture = Capture()
     fields, data = {"ok": True}, None
     try:
         data = call(request)

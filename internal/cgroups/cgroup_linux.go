@@ -335,3 +335,12 @@ func readKeyed(p, key string) (int64, error) {
 	n, _ := keyedInt(string(data), key)
 	return n, nil
 }
+
+// Memory is the memory the cgroup's processes hold now (page cache and
+// tmpfs pages they wrote included), in bytes.
+func (c *Cgroup) Memory() (int64, error) {
+	if c.m.version == V2 {
+		return readInt(filepath.Join(c.dirs[0], "memory.current"))
+	}
+	return readInt(filepath.Join(c.dir("memory"), "memory.usage_in_bytes"))
+}

@@ -26,12 +26,13 @@ func (m *Manager) Create(string, Limits) (*Cgroup, error) { return nil, errNoCgr
 func (m *Manager) Reconcile() ([]string, error)           { return nil, nil }
 func (m *Manager) Hierarchies() []string                  { return nil }
 
-func (c *Cgroup) Name() string          { return "" }
-func (c *Cgroup) Dirs() []string        { return nil }
-func (c *Cgroup) Path() string          { return "" }
-func (c *Cgroup) Procs() ([]int, error) { return nil, errNoCgroups }
-func (c *Cgroup) FD() (int, bool)       { return -1, false }
-func (c *Cgroup) Add(int) error         { return errNoCgroups }
-func (c *Cgroup) Stats() (Stats, error) { return Stats{}, errNoCgroups }
-func (c *Cgroup) Kill() error           { return nil }
-func (c *Cgroup) Close() error          { return nil }
+func (c *Cgroup) Name() string           { return "" }
+func (c *Cgroup) Dirs() []string         { return nil }
+func (c *Cgroup) Path() string           { return "" }
+func (c *Cgroup) Procs() ([]int, error)  { return nil, errNoCgroups }
+func (c *Cgroup) Memory() (int64, error) { return 0, errNoCgroups }
+func (c *Cgroup) FD() (int, bool)        { return -1, false }
+func (c *Cgroup) Add(int) error          { return errNoCgroups }
+func (c *Cgroup) Stats() (Stats, error)  { return Stats{}, errNoCgroups }
+func (c *Cgroup) Kill() error            { return nil }
+func (c *Cgroup) Close() error           { return nil }

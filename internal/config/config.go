@@ -52,6 +52,7 @@ type Config struct {
 	StateDir  string           `yaml:"state_dir"`
 	Functions FunctionsSection `yaml:"functions"`
 	Sessions  SessionsSection  `yaml:"sessions"`
+	Pools     PoolsSection     `yaml:"pools"`
 	Server    ServerSection    `yaml:"server"`
 	Auth      AuthSection      `yaml:"auth"`
 	Audit     AuditSection     `yaml:"audit"`
@@ -80,6 +81,28 @@ type SessionsSection struct {
 	MaxTTL         time.Duration `yaml:"max_ttl"`
 	IdleTimeout    time.Duration `yaml:"idle_timeout"`
 	MaxIdleTimeout time.Duration `yaml:"max_idle_timeout"`
+}
+
+// PoolsSection configures the warm pools of execbox serve (and execbox
+// mcp): sandboxes kept ready, with a function runner waiting in each, so
+// that a function call does not wait for a sandbox to start. Each is used
+// for one call and then removed.
+type PoolsSection struct {
+	// Size is how many ready sandboxes each pool keeps; 0 turns pools off.
+	Size int `yaml:"size"`
+	// Backends are the backends pooled; empty means the one a request that
+	// names none gets (auto's pick).
+	Backends []string `yaml:"backends"`
+	// Languages are the runners pooled: python, javascript.
+	Languages []string `yaml:"languages"`
+	// MaxIdleMemory caps what all idle pooled sandboxes hold together
+	// (measured through their cgroups; a backend that cannot say counts
+	// each at its memory limit).
+	MaxIdleMemory int64 `yaml:"max_idle_memory"`
+	// Refill is how many sandboxes are made at once, for all pools.
+	Refill int `yaml:"refill"`
+	// MaxAge is how long a sandbox waits in a pool before it is replaced.
+	MaxAge time.Duration `yaml:"max_age"`
 }
 
 // ServerSection configures the HTTP API.
@@ -185,6 +208,8 @@ func Default() *Config {
 		Functions:      FunctionsSection{Timeout: 15 * time.Second},
 		Sessions: SessionsSection{Max: 64, PerToken: 8, TTL: 30 * time.Minute, MaxTTL: 24 * time.Hour,
 			IdleTimeout: 10 * time.Minute, MaxIdleTimeout: 24 * time.Hour},
+		Pools: PoolsSection{Size: 2, Backends: []string{}, Languages: []string{"python", "javascript"},
+			MaxIdleMemory: sandbox.GiB, Refill: 1, MaxAge: 10 * time.Minute},
 		Server: ServerSection{
 			Listen: "127.0.0.1:8080", MaxBody: sandbox.MiB, AdminRuns: 1, QueueDepth: 64, QueueWait: 10 * time.Second, MaxResultMemory: DefaultResultMemory(sandbox.HostMemory()),
 			WriteTimeout: 60 * time.Second, MaxHeaderBytes: 16 * sandbox.KiB, AllowedHosts: []string{}, AllowedOrigins: []string{},

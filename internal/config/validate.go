@@ -85,6 +85,12 @@ func (c *Config) check() (key, msg string) {
 		{"sessions.idle_timeout", c.Sessions.IdleTimeout < 0, "must not be negative"},
 		{"sessions.ttl", c.Sessions.MaxTTL > 0 && c.Sessions.TTL > c.Sessions.MaxTTL, "is above sessions.max_ttl"},
 		{"sessions.idle_timeout", c.Sessions.MaxIdleTimeout > 0 && c.Sessions.IdleTimeout > c.Sessions.MaxIdleTimeout, "is above sessions.max_idle_timeout"},
+		{"pools.size", c.Pools.Size < 0 || c.Pools.Size > 64, "must be 0 (off) to 64"},
+		{"pools.refill", c.Pools.Refill < 1 || c.Pools.Refill > 16, "must be 1 to 16"},
+		positive("pools.max_idle_memory", c.Pools.MaxIdleMemory <= 0),
+		positive("pools.max_age", c.Pools.MaxAge <= 0),
+		{"pools.backends", hasBlankOrDup(c.Pools.Backends), "must not hold empty or repeated names"},
+		{"pools.languages", !allIn(c.Pools.Languages, "python", "javascript"), "must hold python or javascript, each at most once"},
 		{"server.listen", c.Server.Listen == "", "must not be empty"},
 		positive("server.max_body", c.Server.MaxBody <= 0),
 		{"server.max_runs", c.Server.MaxRuns < 0, "must not be negative (0 = number of CPUs)"},
@@ -136,6 +142,16 @@ func (c *Config) check() (key, msg string) {
 		return key, msg
 	}
 	return "", ""
+}
+
+// allIn reports whether list holds only the names given, each at most once.
+func allIn(list []string, names ...string) bool {
+	for i, s := range list {
+		if !slices.Contains(names, s) || slices.Contains(list[:i], s) {
+			return false
+		}
+	}
+	return true
 }
 
 // allHosts reports whether list holds host names (or "*").

@@ -23,6 +23,9 @@ type Metrics struct {
 	connsClosed *prometheus.CounterVec
 	admitWait   *prometheus.HistogramVec
 	sessions    *prometheus.CounterVec
+	poolEvents  *prometheus.CounterVec
+	poolReady   *prometheus.GaugeVec
+	poolRefill  *prometheus.HistogramVec
 }
 
 // New returns a Metrics on a fresh registry.
@@ -72,7 +75,20 @@ func New() *Metrics {
 		Name: "execbox_session_events_total",
 		Help: "Session events, by event: created, closed (by its owner or at shutdown), expired (ttl), idle (idle timeout).",
 	}, []string{"event"})
-	m.reg.MustRegister(m.admitWait, m.sessions)
+	m.poolEvents = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "execbox_pool_events_total",
+		Help: "Warm pool events, by backend, language and event: hit (a call took a ready sandbox), miss (none was ready: a cold start), made, failed, lost (a ready one ended unused), expired (replaced at pools.max_age).",
+	}, []string{"backend", "language", "event"})
+	m.poolReady = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "execbox_pool_ready",
+		Help: "Ready sandboxes in each warm pool (at most pools.size).",
+	}, []string{"backend", "language"})
+	m.poolRefill = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "execbox_pool_refill_seconds",
+		Help:    "How long making a pooled sandbox (and starting its runner) took, by backend.",
+		Buckets: []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10},
+	}, []string{"backend"})
+	m.reg.MustRegister(m.admitWait, m.sessions, m.poolEvents, m.poolReady, m.poolRefill)
 	m.reg.MustRegister(m.executions, m.duration, m.inFlight, m.busy, m.requests, m.auditErrors, m.authFailed, m.connsClosed,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -125,6 +141,16 @@ func (m *Metrics) AuthFailed(code string) { m.authFailed.WithLabelValues(code).I
 
 // SessionEvent counts a session event.
 func (m *Metrics) SessionEvent(event string) { m.sessions.WithLabelValues(event).Inc() }
+
+// PoolEvent records an event of the warm pool of backend and language,
+// which has ready sandboxes now; took is how long making one took (made).
+func (m *Metrics) PoolEvent(backend, language, event string, ready int, took time.Duration) {
+	m.poolEvents.WithLabelValues(backend, language, event).Inc()
+	m.poolReady.WithLabelValues(backend, language).Set(float64(ready))
+	if event == "made" {
+		m.poolRefill.WithLabelValues(backend).Observe(took.Seconds())
+	}
+}
 
 // ConnShed records a connection closed by the connection bounds; reason is
 // "evicted" or "refused".

@@ -69,8 +69,22 @@ func HealthToWire(r engine.Report) v1.Health {
 	}
 	return v1.Health{
 		Configured: r.Configured, Backend: r.Backend, Isolation: r.Isolation, SelectedBecause: r.SelectedBecause,
-		Defaults: r.Defaults, Candidates: cs,
+		Defaults: r.Defaults, Candidates: cs, Pools: PoolsToWire(r.Pools),
 	}
+}
+
+// PoolsToWire returns the pools' state as the API reports it.
+func PoolsToWire(p engine.PoolsStatus) v1.Pools {
+	out := v1.Pools{Size: p.Size, Reason: p.Reason}
+	if p.Pools != nil {
+		out.Pools = make([]v1.Pool, 0, len(p.Pools))
+	}
+	for _, s := range p.Pools {
+		out.Pools = append(out.Pools, v1.Pool{Backend: s.Backend, Language: string(s.Language), Size: s.Size, Ready: s.Ready, Filling: s.Filling,
+			Hits: s.Hits, Misses: s.Misses, Made: s.Made, Failed: s.Failed, Lost: s.Lost, IdleMemory: s.IdleMemory,
+			LastRefill: s.LastRefill, Error: s.Error})
+	}
+	return out
 }
 
 // BackendToWire returns one backend of the report as the API lists it.

@@ -163,6 +163,8 @@ func TestHealthWireJSON(t *testing.T) {
 	full := engine.Report{
 		Configured: "auto", Backend: "local", Isolation: "none", SelectedBecause: "auto: the only one <allowed>",
 		Defaults: sandbox.Defaults, Candidates: []engine.Candidate{local, {Name: "gvisor", Reason: "not probed"}},
+		Pools: engine.PoolsStatus{Size: 2, Reason: "none <yet>", Pools: []engine.PoolStats{{Backend: "local", Language: "python", Size: 2,
+			Ready: 1, Filling: 1, Hits: 3, Misses: 4, Made: 5, Failed: 6, Lost: 7, IdleMemory: 8, LastRefill: 9, Error: "e <&>"}}},
 	}
 	allSet(t, "engine.Report", &full)
 	for name, r := range map[string]engine.Report{

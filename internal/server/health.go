@@ -52,6 +52,12 @@ func redact(h *v1.Health) {
 		}
 	}
 	h.SelectedBecause = redactPaths(h.SelectedBecause)
+	h.Pools.Reason = redactPaths(h.Pools.Reason)
+	for i := range h.Pools.Pools {
+		if h.Pools.Pools[i].Error != "" {
+			h.Pools.Pools[i].Error = "failing (an admin token sees why)"
+		}
+	}
 }
 
 // handleHealthz is GET /healthz: the process answers.

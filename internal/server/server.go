@@ -166,6 +166,16 @@ func New(o Options) (*Server, error) {
 	}
 	e := o.Engine
 	e.ObserveSessions(s.sessionEvent)
+	e.ObservePools(func(ev engine.PoolEvent) {
+		s.metrics.PoolEvent(ev.Backend, string(ev.Language), ev.Event, ev.Ready, ev.Took)
+	})
+	s.metrics.Gauge("execbox_pool_idle_memory_bytes", "What the ready sandboxes of all warm pools hold (at most pools.max_idle_memory).", func() float64 {
+		var n int64
+		for _, p := range e.Pools().Pools {
+			n += p.IdleMemory
+		}
+		return float64(n)
+	})
 	s.metrics.Gauge("execbox_sessions_open", "Sessions open now (at most sessions.max).", func() float64 { return float64(e.OpenSessions()) })
 	s.metrics.Gauge("execbox_run_slots", "Run slots (server.max_runs).", func() float64 { return float64(e.Admission().Slots) })
 	s.metrics.Gauge("execbox_admission_queued", "Runs waiting for a run slot now (at most server.queue_depth).",

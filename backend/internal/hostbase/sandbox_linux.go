@@ -258,3 +258,11 @@ func (s *Sandbox) release() error {
 	}
 	return errors.Join(errs...)
 }
+
+// Memory is what the sandbox's processes hold now, from its cgroup.
+func (s *Sandbox) Memory() (int64, error) {
+	if s.Cgroup == nil {
+		return 0, sandbox.Errorf(sandbox.ErrUnavailable, "no_cgroup", "sandbox %s has no cgroup to measure", s.id)
+	}
+	return s.Cgroup.Memory()
+}

@@ -612,6 +612,33 @@ export interface components {
             selected_because?: string;
             defaults?: components["schemas"]["Limits"];
             candidates?: components["schemas"]["Candidate"][];
+            pools?: components["schemas"]["Pools"];
+        };
+        /** @description The warm pools of function runners (execbox serve keeps them; pools.size). */
+        Pools: {
+            /** @description Each pool's configured size; 0 means none. */
+            size: number;
+            pools: components["schemas"]["Pool"][];
+            /** @description Why there are no pools although size is set. */
+            reason?: string;
+        };
+        Pool: {
+            backend: string;
+            language: string;
+            size: number;
+            ready: number;
+            filling: number;
+            /** @description Calls that took a ready sandbox. */
+            hits: number;
+            /** @description Calls that found none ready (a cold start). */
+            misses: number;
+            made: number;
+            failed: number;
+            /** @description Ready sandboxes that ended before a call took them. */
+            lost: number;
+            idle_memory_bytes: number;
+            last_refill_ns: number;
+            error?: string;
         };
         Status: {
             ok: boolean;
