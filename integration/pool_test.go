@@ -22,10 +22,7 @@ func (s *server) poolState(backend string, want int) v1.Pool {
 	deadline := time.Now().Add(2 * time.Minute)
 	var last v1.Pools
 	for {
-		h, err := s.client("").Health(context.Background())
-		if err != nil {
-			s.t.Fatal(err)
-		}
+		h := s.health()
 		last = h.Pools
 		for _, p := range h.Pools.Pools {
 			if p.Backend == backend && p.Language == "python" && p.Ready == want && p.Filling == 0 {
@@ -39,16 +36,26 @@ func (s *server) poolState(backend string, want int) v1.Pool {
 	}
 }
 
+// health is GET /v1/health, over the one keep-alive connection of
+// http.DefaultClient (a client per poll would leave a connection each
+// open on the server, which the load test counts).
+func (s *server) health() v1.Health {
+	s.t.Helper()
+	code, _, body := s.raw("GET", "/v1/health", "")
+	var h v1.Health
+	if err := json.Unmarshal([]byte(body), &h); code != 200 || err != nil {
+		s.t.Fatalf("GET /v1/health: %d %v: %s", code, err, body)
+	}
+	return h
+}
+
 // poolsSettled waits until every pool of s is full or failing, nothing
 // being made, and returns how many sandboxes they hold.
 func (s *server) poolsSettled() int {
 	s.t.Helper()
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
-		h, err := s.client("").Health(context.Background())
-		if err != nil {
-			s.t.Fatal(err)
-		}
+		h := s.health()
 		n, settled := 0, h.Pools.Size == 0 || len(h.Pools.Pools) > 0
 		for _, p := range h.Pools.Pools {
 			n += p.Ready

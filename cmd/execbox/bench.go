@@ -438,6 +438,8 @@ func idleSandbox(ctx context.Context, cfg *config.Config, backend string) (bench
 	before := descendants(os.Getpid())
 	const n = 2
 	e, err := newEngine(cfg, func(o *engine.Options) {
+		// That backend alone: the others' health probes start sandboxes too.
+		o.Backends, o.Backend = []string{backend}, backend
 		o.Pools = engine.PoolOptions{Size: n, Backends: []string{backend}, Languages: []function.Language{function.Python}, MaxIdleMemory: 64 << 30}
 	})
 	if err != nil {
