@@ -100,6 +100,16 @@ bench() {
 bench -bench 'Python|Session' -benchtime 20x ./backend/all/
 bench -bench Start -benchtime 100x ./backend/native/
 bench -bench . -benchtime 20x ./backend/docker/
+# execbox bench: one Python function call every way — bare exec, raw bwrap,
+# the docker CLI, each backend cold and warm (a pooled sandbox), through
+# the library and HTTP — interleaved; calls/s; an idle pooled sandbox's
+# memory. Built with execbox-init beside it, as a release installs it.
+benchbin=$(mktemp -d /var/tmp/execbox-bench.XXXXXX)
+chmod 711 "$benchbin"
+go build -o "$benchbin/execbox" ./cmd/execbox
+go build -o "$benchbin/execbox-init" ./cmd/execbox-init
+EXECBOX_WORK_ROOT="$benchbin/work" EXECBOX_STATE_DIR="$benchbin/state" "$benchbin/execbox" bench --rounds 15 --rate-time 2s --html "$benchbin/bench.html"
+echo "(the chart: $benchbin/bench.html)"
 
 # The release: bundles, image and .deb built, then installed, upgraded,
 # rolled back and removed by deploy.sh (scratch root, Docker, a real

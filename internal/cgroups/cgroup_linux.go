@@ -137,11 +137,6 @@ func (c *Cgroup) Stats() (Stats, error) {
 	if err != nil {
 		return Stats{}, fmt.Errorf("reading stats of cgroup %s: %w", c.name, err)
 	}
-	pids, err := c.Procs()
-	if err != nil {
-		return Stats{}, fmt.Errorf("reading stats of cgroup %s: %w", c.name, err)
-	}
-	st.Current = len(pids)
 	return st, nil
 }
 

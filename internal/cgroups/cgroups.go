@@ -63,7 +63,6 @@ type Stats struct {
 	PeakMemory    int64         // bytes; 0 when the kernel does not report it
 	OOMKills      int           // processes the OOM killer ended
 	PidsLimitHits int           // forks and clones refused by the pids limit so far
-	Current       int           // processes in the cgroup now
 }
 
 // cfsPeriod is the CPU quota period in microseconds (the kernel default).
