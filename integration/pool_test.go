@@ -101,7 +101,11 @@ func TestPoolsOnBackends(t *testing.T) {
 			}
 			// docker.pool_size 0: the backend starts no container ahead of its
 			// own, so the pool's are all there are.
-			s := startServer(t, []string{"EXECBOX_BACKEND=" + b, "EXECBOX_POOLS_LANGUAGES=python", "EXECBOX_FUNCTIONS_CONCURRENCY=8", "EXECBOX_DOCKER_POOL_SIZE=0"})
+			langs := "python"
+			if b == "native" {
+				langs = "python,javascript" // the JavaScript runner too, once
+			}
+			s := startServer(t, []string{"EXECBOX_BACKEND=" + b, "EXECBOX_POOLS_LANGUAGES=" + langs, "EXECBOX_FUNCTIONS_CONCURRENCY=8", "EXECBOX_DOCKER_POOL_SIZE=0"})
 			c := s.client("")
 			ctx := context.Background()
 			before := s.poolState(b, 2)
@@ -126,6 +130,18 @@ func TestPoolsOnBackends(t *testing.T) {
 				if hostVisible(b) {
 					if left := alive("sleep " + marker); len(left) > 0 {
 						t.Errorf("call %d returned with its background process alive: %v", i, left)
+					}
+				}
+			}
+			if b == "native" {
+				s.poolsSettled()
+				r, err := c.Execute(ctx, &v1.FunctionRequest{Language: "javascript", Code: "function main(x) { return x + 1 }", Params: json.RawMessage(`{"x":41}`)})
+				if err != nil || !r.OK || string(r.Data) != "42" {
+					t.Fatalf("a JavaScript call: %+v %v", r, err)
+				}
+				for _, p := range s.health().Pools.Pools {
+					if p.Language == "javascript" && (p.Hits != 1 || p.Misses != 0) {
+						t.Errorf("the JavaScript pool after one call: %+v", p)
 					}
 				}
 			}
@@ -159,6 +175,16 @@ func TestPoolsOnBackends(t *testing.T) {
 			}
 			if m := s.metric(`execbox_pool_events_total{backend="` + b + `",event="hit",language="python"}`); m != float64(burst.Hits) {
 				t.Errorf("metrics say %v hits, health %d", m, burst.Hits)
+			}
+			// doctor --remote shows the server's live counters.
+			d := execbox(t, nil, "", "doctor", "--remote", s.url)
+			row := false
+			for _, line := range strings.Split(d.stdout, "\n") {
+				f := strings.Fields(line)
+				row = row || len(f) > 4 && f[0] == b && f[1] == "python" && f[2] == "2/2" && f[3] == fmt.Sprint(burst.Hits)
+			}
+			if d.code != 0 || !row {
+				t.Errorf("doctor --remote (exit %d) lacks the pool's row (%s python 2/2 %d):\n%s%s", d.code, b, burst.Hits, d.stdout, d.stderr)
 			}
 
 			pid := s.cmd.Process.Pid

@@ -21,15 +21,29 @@ import (
 
 func newDoctorCmd(g *globals) *cobra.Command {
 	var asJSON bool
+	var remote string
 	cmd := &cobra.Command{
 		Use:   "doctor",
 		Short: "Probe every backend and say what auto would pick, and why",
 		Long: `doctor really starts a sandbox on every backend and reports, for each,
 whether it is available and ready (and why not), its isolation level and how
 it enforces each limit; then what the configured backend resolves to.
-It exits 1 when nothing can run.`,
+It exits 1 when nothing can run. With --remote it shows the report of a
+running execbox serve instead (GET /v1/health), its warm pools' live
+counters included.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if remote != "" {
+				c, err := remoteClient(remote)
+				if err != nil {
+					return err
+				}
+				h, err := c.Health(cmd.Context())
+				if err != nil {
+					return err
+				}
+				return printHealth(*h, asJSON)
+			}
 			cfg, _, err := g.loadConfig()
 			if err != nil {
 				return err
@@ -43,24 +57,29 @@ It exits 1 when nothing can run.`,
 			defer e.Close()
 			e.ProbeAll(cmd.Context()) // fresh answers, never the cache's
 			// The same shape as GET /v1/health.
-			r := server.HealthToWire(e.Report(cmd.Context()))
-			if asJSON {
-				enc := json.NewEncoder(os.Stdout)
-				enc.SetIndent("", "  ")
-				if err := enc.Encode(r); err != nil {
-					return err
-				}
-			} else {
-				printReport(os.Stdout, r)
-			}
-			if r.Backend == "" {
-				return exitError{1}
-			}
-			return nil
+			return printHealth(server.HealthToWire(e.Report(cmd.Context())), asJSON)
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
+	cmd.Flags().StringVar(&remote, "remote", "", "show the report of the execbox server at this URL (token from EXECBOX_TOKEN)")
 	return cmd
+}
+
+// printHealth prints a report, and exits 1 when nothing can run.
+func printHealth(r v1.Health, asJSON bool) error {
+	if asJSON {
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(r); err != nil {
+			return err
+		}
+	} else {
+		printReport(os.Stdout, r)
+	}
+	if r.Backend == "" {
+		return exitError{1}
+	}
+	return nil
 }
 
 // maxReason is how much of a reason the table shows; --json has it whole.

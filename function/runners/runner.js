@@ -331,6 +331,21 @@
   // ---- the child: runs the function, reports on fd 3.
 
   function child() {
+    // The parent starts this process before its request has come (a warm
+    // pool starts the parent ahead of the call): wait for it without
+    // polling, on the event loop.
+    const chunks = [];
+    let got = 0;
+    process.stdin.on('data', (d) => {
+      chunks.push(d);
+      got += d.length;
+      if (got > MAX_INPUT) process.stdin.destroy();
+    });
+    process.stdin.on('error', () => {});
+    process.stdin.on('close', () => run(parse(Buffer.concat(chunks).toString('utf8'))));
+  }
+
+  function run(request) {
     let done = false;
     const finish = (fields, data) => {
       if (done) return;
@@ -348,7 +363,6 @@
       const d = describe(e);
       finish({ ok: false, code: 'user_error', error: d.message, type: d.type, traceback: d.traceback });
     };
-    const request = parse(readAll(0, MAX_INPUT).toString('utf8'));
     const code = request.code;
     const params = request.params || {};
     let script;
@@ -396,22 +410,26 @@
   }
 
   function parent() {
-    const raw = readAll(0, MAX_INPUT + 1);
-    if (raw.length > MAX_INPUT) {
-      respond({ ok: false, code: 'input_too_large', error: 'function input exceeds 128 KiB' });
-      return;
-    }
-    const request = parse(raw.toString('utf8'));
-    if (request.mode === 'lint') {
-      respond({ ok: true, diagnostics: lint(request.code) });
-      return;
-    }
+    // The function's process starts first, so that it is up by the time
+    // the request comes (at once on a cold start, later in a warm pool).
     const c = cp.spawn(process.execPath, [...process.execArgv, 'child'], { stdio: ['pipe', 'pipe', 'pipe', 'pipe'] });
     c.on('error', (e) => {
       writeSync(2, 'execbox runner: starting the function process: ' + e.message + '\n');
       exit(70);
     });
     c.stdin.on('error', () => {});
+    const raw = readAll(0, MAX_INPUT + 1);
+    if (raw.length > MAX_INPUT) {
+      respond({ ok: false, code: 'input_too_large', error: 'function input exceeds 128 KiB' });
+      c.kill('SIGKILL');
+      exit(0);
+    }
+    const request = parse(raw.toString('utf8'));
+    if (request.mode === 'lint') {
+      respond({ ok: true, diagnostics: lint(request.code) });
+      c.kill('SIGKILL');
+      exit(0);
+    }
     c.stdin.end(raw);
     const kept = [];
     let keptLen = 0;
