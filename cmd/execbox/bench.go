@@ -49,7 +49,7 @@ interleaved rounds — one call of every subject per round, so that drift
 falls on all alike — and reports p50/p90/p99 and the ratio to bare exec:
 
   bare          the runner started directly on the host (python3 on stdin)
-  bwrap (raw)   the same under a plain bwrap --unshare-all, where bwrap is
+  raw bwrap     the same under a plain bwrap --unshare-all, where bwrap is
   docker run / docker exec   the docker CLI, where a docker engine answers
   B cold        a fresh sandbox of backend B per call (library, HTTP)
   B warm        a call that finds a pooled sandbox ready (library, HTTP)
@@ -165,7 +165,7 @@ func runBench(ctx context.Context, cfg *config.Config, names []string, rounds in
 	if s, why := rawBwrapSubject(args, in); s != nil {
 		subjects = append(subjects, *s)
 	} else {
-		r.Skipped = append(r.Skipped, "bwrap (raw): "+why)
+		r.Skipped = append(r.Skipped, "raw bwrap: "+why)
 	}
 	if slices.Contains(ready, "docker") {
 		ss, stop, why := dockerCLISubjects(ctx, cfg, args, in)
@@ -400,7 +400,7 @@ func rawBwrapSubject(args []string, in []byte) (*bench.Subject, string) {
 	if err := runnerCall(context.Background(), argv, in); err != nil {
 		return nil, "it does not run here: " + err.Error()
 	}
-	return &bench.Subject{Name: "bwrap (raw)", Path: "cli", Call: func(ctx context.Context) error { return runnerCall(ctx, argv, in) }}, ""
+	return &bench.Subject{Name: "raw bwrap", Path: "cli", Call: func(ctx context.Context) error { return runnerCall(ctx, argv, in) }}, ""
 }
 
 // dockerCLISubjects are `docker run --rm -i` and `docker exec -i` into a

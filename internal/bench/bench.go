@@ -12,7 +12,7 @@ import (
 // Subject is one way of making the measured call: bare on the host, a
 // backend cold or warm, through the library or HTTP, a peer's CLI.
 type Subject struct {
-	Name    string // "native warm", "bwrap (raw)", …
+	Name    string // "native warm", "raw bwrap", …
 	Path    string // host, library, http, cli
 	Backend string // "" for the host and peers
 	// Call makes one call; an error counts against the subject.

@@ -116,9 +116,8 @@ func (r *Report) JSON(w io.Writer) error {
 
 // bar is one row of the chart.
 type bar struct {
-	Y, X50, X90, X99, Label, Value string
-	W                              string
-	Fill                           string
+	Y, Mid, Top, Bottom, X50, X90, X99, W string
+	Label, Value, Fill                    string
 }
 
 // HTML writes the report as a page a person can look at: a bar chart of
@@ -153,7 +152,8 @@ func (r *Report) HTML(w io.Writer) error {
 		}
 		y := 30 + float64(i)*rowH
 		bars = append(bars, bar{
-			Y: f(y), X50: f(x(s.P50)), X90: f(x(s.P90)), X99: f(x(s.P99)), W: f(x(s.P50) - left),
+			Y: f(y), Mid: f(y + 8), Top: f(y + 3), Bottom: f(y + 13),
+			X50: f(x(s.P50)), X90: f(x(s.P90)), X99: f(x(s.P99)), W: f(x(s.P50) - left),
 			Label: s.Name + " (" + s.Path + ")", Value: fmt.Sprintf("%.2f ms", s.P50), Fill: fill,
 		})
 	}
@@ -185,8 +185,9 @@ Grey: bare exec on the host; brown: peers (raw bwrap, the docker CLI); blue: exe
 {{range .Ticks}}<line x1="{{.X}}" y1="20" x2="{{.X}}" y2="{{$.Axis}}" stroke="#ddd"/><text x="{{.X}}" y="14" font-size="11" text-anchor="middle">{{.Label}}</text>
 {{end}}{{range .Bars}}<text x="{{$.Left}}" dx="-6" y="{{.Y}}" dy="14" font-size="12" text-anchor="end">{{.Label}}</text>
 <rect x="{{$.Left}}" y="{{.Y}}" width="{{.W}}" height="16" fill="{{.Fill}}"/>
-<line x1="{{.X50}}" y1="{{.Y}}" x2="{{.X99}}" y2="{{.Y}}" dy="8" stroke="#333" transform="translate(0,8)"/>
-<line x1="{{.X90}}" y1="{{.Y}}" x2="{{.X90}}" y2="{{.Y}}" stroke="#333" transform="translate(0,3)" stroke-width="1"/>
+<line x1="{{.X50}}" y1="{{.Mid}}" x2="{{.X99}}" y2="{{.Mid}}" stroke="#333"/>
+<line x1="{{.X90}}" y1="{{.Top}}" x2="{{.X90}}" y2="{{.Bottom}}" stroke="#333"/>
+<line x1="{{.X99}}" y1="{{.Top}}" x2="{{.X99}}" y2="{{.Bottom}}" stroke="#333"/>
 <text x="{{.X99}}" dx="6" y="{{.Y}}" dy="13" font-size="11">{{.Value}}</text>
 {{end}}</svg>
 <pre>{{.Table}}</pre>
