@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -413,13 +414,10 @@ func (ps *pools) fill(p *pool) {
 		p.ready = append(p.ready, w)
 		p.stats.Made++
 		p.stats.LastRefill = took
-		p.stats.Error = ""
-		p.backoff = 0
 	} else if err != nil {
 		p.stats.Failed++
 		p.stats.Error = err.Error()
-		p.backoff = min(max(2*p.backoff, time.Second), 30*time.Second)
-		p.retry = time.Now().Add(p.backoff)
+		p.backOffLocked()
 	}
 	ps.mu.Unlock()
 	switch {
@@ -434,6 +432,15 @@ func (ps *pools) fill(p *pool) {
 		ps.wg.Go(func() { ps.watch(p, w) })
 	}
 	ps.poke()
+}
+
+// backOffLocked delays p's next fill after a failure or a lost sandbox:
+// 1 s, doubling to 30 s, until a call takes one of its sandboxes (a
+// runner that cannot start, e.g. an image without node, is not made
+// again and again).
+func (p *pool) backOffLocked() {
+	p.backoff = min(max(2*p.backoff, time.Second), 30*time.Second)
+	p.retry = time.Now().Add(p.backoff)
 }
 
 // start creates a sandbox of p and starts the runner in it, reading its
@@ -473,19 +480,23 @@ func (ps *pools) watch(p *pool, w *warm) {
 	<-w.done
 	ps.mu.Lock()
 	lost := !w.taken
+	why := ""
 	if lost {
-		w.taken = true
-		p.ready = slices.DeleteFunc(p.ready, func(x *warm) bool { return x == w })
-		p.stats.Lost++
-	}
-	ps.mu.Unlock()
-	if lost {
-		why := "no result"
+		// No call took it: its result is no one else's to change.
+		why = "no result"
 		if w.err != nil {
 			why = w.err.Error()
 		} else if w.res != nil {
-			why = fmt.Sprintf("%s (exit %d) %s", w.res.Reason, w.res.ExitCode, w.res.Message)
+			why = strings.TrimSpace(fmt.Sprintf("%s (exit %d) %s %s", w.res.Reason, w.res.ExitCode, w.res.Message, lastLine(w.res.Stderr)))
 		}
+		w.taken = true
+		p.ready = slices.DeleteFunc(p.ready, func(x *warm) bool { return x == w })
+		p.stats.Lost++
+		p.stats.Error = "a ready sandbox's runner ended: " + why
+		p.backOffLocked()
+	}
+	ps.mu.Unlock()
+	if lost {
 		ps.e.opts.Logger.Warn("warm pool: a ready sandbox ended before a call took it", "backend", p.key.backend, "language", p.key.lang, "why", why)
 		w.close()
 		ps.notify(p, PoolLost, 0)
@@ -529,6 +540,18 @@ func (ps *pools) dropLocked(ws ...*warm) {
 	}
 }
 
+// lastLine is the last non-empty line of s, at most 200 bytes of it.
+func lastLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
+		s = s[i+1:]
+	}
+	if len(s) > 200 {
+		s = s[:200]
+	}
+	return s
+}
+
 // close ends the runner and closes the sandbox.
 func (w *warm) close() {
 	w.cancel()
@@ -563,6 +586,7 @@ func (ps *pools) take(b string, spec sandbox.Spec, p *sandbox.Process, timeout t
 			// The fill that replaces it starts when the call has ended
 			// (call), so that it does not take the call's CPU.
 			pl.stats.Hits++
+			pl.stats.Error, pl.backoff = "", 0
 			return pl, w
 		}
 		ps.wg.Go(w.close) // too close to its wall limit for this call
