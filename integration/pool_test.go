@@ -239,20 +239,13 @@ func TestPoolsAfterKill9(t *testing.T) {
 			<-s.exited
 
 			s2 := startServer(t, env)
-			deadline := time.Now().Add(60 * time.Second)
-			for {
+			noneLeft(t, "after a restart, the killed server's pools", func() []string {
 				left := leftoversOf(pid, work)
 				if b == "docker" {
 					left = append(left, containersOfInstance(t, instance)...)
 				}
-				if len(left) == 0 {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("after a restart, the killed server's pools left: %v", left)
-				}
-				time.Sleep(200 * time.Millisecond)
-			}
+				return left
+			})
 			// And the new server fills its own.
 			s2.poolState(b, 2)
 		})

@@ -296,20 +296,13 @@ func TestSessionsAfterKill9(t *testing.T) {
 			<-s.exited
 
 			s2 := startServer(t, env)
-			deadline := time.Now().Add(60 * time.Second)
-			for {
+			noneLeft(t, "after a restart, the killed server's sessions", func() []string {
 				left := append(leftoversOf(pid, work), alive("sleep "+marker)...)
 				if b == "docker" {
 					left = append(left, containersOf(t, ids)...)
 				}
-				if len(left) == 0 {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("after a restart, the killed server's sessions left: %v", left)
-				}
-				time.Sleep(200 * time.Millisecond)
-			}
+				return left
+			})
 			if l, err := s2.client("").Sessions(ctx); err != nil || len(l) != 0 {
 				t.Fatalf("the new server lists %d sessions (%v); none survive a restart", len(l), err)
 			}
@@ -319,6 +312,23 @@ func TestSessionsAfterKill9(t *testing.T) {
 				t.Fatalf("an old session after a restart: %v", err)
 			}
 		})
+	}
+}
+
+// noneLeft waits up to a minute until left finds nothing, and fails the
+// test with what it finds then.
+func noneLeft(t *testing.T, what string, left func() []string) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		l := left()
+		if len(l) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s left: %v", what, l)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }
 

@@ -8,7 +8,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -25,6 +24,7 @@ import (
 	"github.com/execbox/execbox/function"
 	"github.com/execbox/execbox/internal/bench"
 	"github.com/execbox/execbox/internal/config"
+	"github.com/execbox/execbox/internal/nsinit"
 	"github.com/execbox/execbox/internal/server"
 )
 
@@ -294,29 +294,6 @@ func waitSettled(ctx context.Context, e *engine.Engine) error {
 	}
 }
 
-// waitPooled waits until e's python pool on backend has n sandboxes ready.
-func waitPooled(ctx context.Context, e *engine.Engine, backend string, n int) error {
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		for _, p := range e.Pools().Pools {
-			if p.Backend == backend && p.Ready >= n {
-				return nil
-			}
-			if p.Backend == backend && p.Error != "" && p.Made == 0 {
-				return errors.New(p.Error)
-			}
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("no pooled sandbox within 2 minutes: %+v", e.Pools())
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(time.Millisecond):
-		}
-	}
-}
-
 // benchServer serves e's API on a loopback port, for the HTTP subjects.
 func benchServer(ctx context.Context, e *engine.Engine) (*client.Client, func(), error) {
 	srv, err := server.New(server.Options{Engine: e})
@@ -344,16 +321,7 @@ func benchServer(ctx context.Context, e *engine.Engine) (*client.Client, func(),
 // hostProgram finds a program as the sandboxes do, in their fixed PATH
 // (not the caller's, where a shim may stand in front).
 func hostProgram(name string) (string, error) {
-	if strings.Contains(name, "/") {
-		return name, nil
-	}
-	for _, d := range []string{"/usr/local/bin", "/usr/bin", "/bin"} {
-		p := filepath.Join(d, name)
-		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
-			return p, nil
-		}
-	}
-	return "", fmt.Errorf("%s is not in /usr/local/bin, /usr/bin or /bin", name)
+	return nsinit.LookPath(name, []string{"PATH=/usr/local/bin:/usr/bin:/bin"}, "/")
 }
 
 // runnerCall runs argv with in on stdin and checks the runner's answer.
@@ -447,7 +415,7 @@ func idleSandbox(ctx context.Context, cfg *config.Config, backend string) (bench
 	}
 	defer e.Close()
 	e.Start()
-	if err := waitPooled(ctx, e, backend, n); err != nil {
+	if err := waitSettled(ctx, e); err != nil {
 		return bench.Idle{}, err
 	}
 	// The runners are ready once their processes stop growing.
