@@ -117,12 +117,16 @@ func NewLaunch(cfg *Config, o Options) (*Launch, error) {
 func (l *Launch) Serve(place func(pid, tid int) error) (*Status, error) {
 	defer l.parent.Close()
 	// The config goes out at once: the init reads it while we place it.
-	if _, err := l.parent.Write(l.cfg); err != nil {
-		return nil, fmt.Errorf("sending init config: %w", err)
-	}
+	_, werr := l.parent.Write(l.cfg)
+	// The init's own first word goes before a failed write: an init that
+	// exited at once (a stale one) said why first, and the write then
+	// fails with EPIPE or not, depending on who was faster.
 	pid, nsTID, err := l.ready()
 	if err != nil {
 		return nil, err
+	}
+	if werr != nil {
+		return nil, fmt.Errorf("sending init config: %w", werr)
 	}
 	if place != nil {
 		tid, err := HostTID(pid, nsTID)
