@@ -8,6 +8,7 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -187,7 +188,9 @@ func writeStatus(st status) {
 	f.Close()
 }
 
-// killDescendants SIGKILLs every process whose parent chain leads to us.
+// killDescendants SIGKILLs every process whose parent chain leads to us,
+// parents before their children: a shell killed after its child could
+// still run its next command ("sleep 25; echo done" would print done).
 // Orphans are reparented to us (we are the subreaper), so repeated passes
 // catch processes forked during a pass.
 func killDescendants() {
@@ -206,13 +209,19 @@ func killDescendants() {
 			parent[pid] = pp
 		}
 	}
+	type victim struct{ pid, depth int }
+	var victims []victim
 	for pid := range parent {
-		for p, hops := parent[pid], 0; p > 1 && hops < 1<<16; p, hops = parent[p], hops+1 {
+		for p, depth := parent[pid], 1; p > 1 && depth < 1<<16; p, depth = parent[p], depth+1 {
 			if p == self {
-				unix.Kill(pid, unix.SIGKILL)
+				victims = append(victims, victim{pid, depth})
 				break
 			}
 		}
+	}
+	slices.SortFunc(victims, func(a, b victim) int { return a.depth - b.depth })
+	for _, v := range victims {
+		unix.Kill(v.pid, unix.SIGKILL)
 	}
 }
 
