@@ -117,7 +117,14 @@ func (s *Sandbox) Exec(ctx context.Context, p *sandbox.Process) (*sandbox.Result
 	}
 	s.workEmpty = out.have && out.tr.work == 0
 	s.mu.Unlock()
-	return s.resultOf(ctx, out, started, stdout, stderr), nil
+	res := s.resultOf(ctx, out, started, stdout, stderr)
+	if l.OutputLimitKill && (res.StdoutTruncated || res.StderrTruncated) &&
+		(res.Reason == sandbox.ReasonExited || res.Reason == sandbox.ReasonSignaled) {
+		// Past the cap, it ended by itself before the kill landed: the
+		// reason must not depend on which was faster.
+		res.Reason = sandbox.ReasonOutputLimit
+	}
+	return res, nil
 }
 
 // maxInline is the longest stdin passed through the keeper (it goes

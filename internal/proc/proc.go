@@ -200,6 +200,12 @@ func Run(ctx context.Context, cmd *exec.Cmd, o Options) (*Outcome, error) {
 		out.ExitCode = -1
 		out.Signal = unix.SignalName(ws.Signal())
 	}
+	if out.Reason == "" && o.OutputLimitKill && (out.Stdout.Truncated() || out.Stderr.Truncated()) {
+		// It passed the cap and ended by itself before the kill landed
+		// (its last write, then exit): the reason must not depend on
+		// which was faster.
+		out.Reason = sandbox.ReasonOutputLimit
+	}
 	if out.Reason == "" {
 		out.Reason = sandbox.ReasonExited
 		if ws.Signaled() {

@@ -109,6 +109,21 @@ func TestOutputCap(t *testing.T) {
 	if out.Reason != sandbox.ReasonOutputLimit || strings.Contains(string(out.Stdout.Bytes()), "late") {
 		t.Fatalf("kill on cap: %+v", out)
 	}
+	// Past the cap and gone at once: whether the kill or the exit comes
+	// first, the reason is the cap's. A slow stream consumer makes the exit
+	// come first (the cap is seen once the bytes are passed on). Below the
+	// cap the same program exited.
+	slow := writerFunc(func(p []byte) (int, error) { time.Sleep(20 * time.Millisecond); return len(p), nil })
+	for range 20 {
+		out = run(t, context.Background(), sh("head -c 1001 /dev/zero"), Options{Output: 1000, OutputLimitKill: true, Stdout: slow})
+		if out.Reason != sandbox.ReasonOutputLimit || !out.Stdout.Truncated() {
+			t.Fatalf("1001 bytes then exit under a 1000 cap with kill: reason %q truncated %v", out.Reason, out.Stdout.Truncated())
+		}
+		out = run(t, context.Background(), sh("head -c 1000 /dev/zero"), Options{Output: 1000, OutputLimitKill: true})
+		if out.Reason != sandbox.ReasonExited || out.Stdout.Truncated() {
+			t.Fatalf("1000 bytes then exit under a 1000 cap with kill: reason %q truncated %v", out.Reason, out.Stdout.Truncated())
+		}
+	}
 }
 
 // A process outside the killed tree holding the pipe must not hang Run.
@@ -151,3 +166,7 @@ func TestOutcomeUsage(t *testing.T) {
 		t.Fatalf("got %+v; want the wall time %v and nonzero CPU and peak memory", u, out.Wall)
 	}
 }
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
