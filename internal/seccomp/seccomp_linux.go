@@ -30,7 +30,11 @@ var compile = sync.OnceValues(func() (*compiled, error) {
 	if err != nil {
 		return nil, err
 	}
-	insts, err := assemble(p)
+	info, _, err := nativeArch()
+	if err != nil {
+		return nil, err
+	}
+	insts, err := tree(p, info)
 	if err != nil {
 		return nil, fmt.Errorf("assembling seccomp policy: %w", err)
 	}
@@ -130,7 +134,8 @@ func Blocked() []string {
 }
 
 // assemble turns the OCI form into BPF with go-seccomp-bpf: one group per
-// rule kind, in the policy's order.
+// rule kind, in the policy's order, tested one after the other (tree uses
+// it for the argument-conditional rules).
 func assemble(p *specs.LinuxSeccomp) ([]bpf.Instruction, error) {
 	def, err := action(p.DefaultAction, p.DefaultErrnoRet)
 	if err != nil {
