@@ -3,10 +3,13 @@ package client
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
+	"mime/multipart"
 	"net/http"
 	"net/url"
 	"strconv"
+	"sync"
 
 	v1 "github.com/execbox/execbox/api/v1"
 	"github.com/execbox/execbox/sandbox"
@@ -79,6 +82,76 @@ func (c *Client) PutFile(ctx context.Context, id, path string, r io.Reader) (*v1
 		return nil, sandbox.Errorf(sandbox.ErrInternal, "answer_invalid", "decoding the answer of PUT %s: %w", path, err)
 	}
 	return &fi, nil
+}
+
+// UploadFile is one file of an Upload: its path under the upload's
+// directory and its content.
+type UploadFile struct {
+	Path    string
+	Content io.Reader
+}
+
+// Upload writes files into the directory dir ("" is the work dir) of
+// session id with one multipart/form-data request, streamed part by part
+// (nothing is held whole), and returns what was written, in order. When a
+// file fails, the ones before it stay written (the problem says which).
+func (c *Client) Upload(ctx context.Context, id, dir string, files ...UploadFile) ([]v1.FileInfo, error) {
+	u := sessionPath(id) + "/upload"
+	if dir != "" {
+		var err error
+		if u, err = filePath(id, "upload", dir); err != nil {
+			return nil, err
+		}
+	}
+	for _, f := range files {
+		if err := sandbox.CheckPath(f.Path); err != nil {
+			return nil, err
+		}
+	}
+	pr, pw := io.Pipe()
+	defer pr.Close() // an early answer must not leave the writer blocked
+	mw := multipart.NewWriter(pw)
+	var mu sync.Mutex
+	var readErr error // a file's own read error
+	go func() {
+		var err error
+		for _, f := range files {
+			var part io.Writer
+			if part, err = mw.CreateFormFile("file", f.Path); err != nil {
+				break
+			}
+			if _, err = io.Copy(part, readerFunc(func(b []byte) (int, error) {
+				n, err := f.Content.Read(b)
+				if err != nil && err != io.EOF {
+					mu.Lock()
+					readErr = fmt.Errorf("reading %s: %w", f.Path, err)
+					mu.Unlock()
+				}
+				return n, err
+			})); err != nil {
+				break
+			}
+		}
+		if err == nil {
+			err = mw.Close()
+		}
+		pw.CloseWithError(err)
+	}()
+	resp, err := c.sendRaw(ctx, http.MethodPost, u, nil, pr, mw.FormDataContentType(), "application/json")
+	if err != nil {
+		mu.Lock()
+		defer mu.Unlock()
+		if readErr != nil {
+			return nil, sandbox.Errorf(sandbox.ErrInvalid, "file_invalid", "%v", readErr)
+		}
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var up v1.Uploaded
+	if err := json.NewDecoder(io.LimitReader(resp.Body, maxAnswer)).Decode(&up); err != nil {
+		return nil, sandbox.Errorf(sandbox.ErrInternal, "answer_invalid", "decoding the answer of an upload: %w", err)
+	}
+	return up.Files, nil
 }
 
 // GetFile downloads the regular file at path into w, streamed, and
@@ -202,3 +275,7 @@ func (c *Client) noContent(ctx context.Context, method, path string) error {
 	resp.Body.Close()
 	return nil
 }
+
+type readerFunc func([]byte) (int, error)
+
+func (f readerFunc) Read(b []byte) (int, error) { return f(b) }

@@ -74,6 +74,19 @@ func TestSessionCLI(t *testing.T) {
 	if b, _ := os.ReadFile(out); string(b) != "data to upload" {
 		t.Fatalf("copied out %q", b)
 	}
+	// Several local files into a directory: one multipart upload.
+	local := t.TempDir()
+	for _, n := range []string{"a.txt", "b.txt"} {
+		if err := os.WriteFile(filepath.Join(local, n), []byte("file "+n), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r = execbox(t, env, "", "session", "cp", filepath.Join(local, "a.txt"), filepath.Join(local, "b.txt"), id+":up/many/"); r.code != 0 {
+		t.Fatalf("cp of two files: exit %d %q", r.code, r.stderr)
+	}
+	if r = execbox(t, env, "", "session", "exec", id, "--", "cat", "up/many/a.txt", "up/many/b.txt"); r.code != 0 || r.stdout != "file a.txtfile b.txt" {
+		t.Fatalf("the uploaded files: exit %d %q %q", r.code, r.stdout, r.stderr)
+	}
 	if r = execbox(t, env, "", "session", "ls", id, "up"); r.code != 0 || !strings.Contains(r.stdout, "up/in.txt") {
 		t.Fatalf("ls: exit %d %q %q", r.code, r.stdout, r.stderr)
 	}

@@ -164,6 +164,12 @@ func (r *SessionExec) Build() (*sandbox.Process, error) {
 // /v1/sessions/{id}/stat/{path}, PUT …/files/{path}).
 type FileInfo = sandbox.FileInfo
 
+// Uploaded is POST /v1/sessions/{id}/upload[/{dir}]: the files a
+// multipart upload wrote, in the order of its parts.
+type Uploaded struct {
+	Files []FileInfo `json:"files"`
+}
+
 // FileList is GET /v1/sessions/{id}/list[/{dir}]: the directory's entries
 // sorted by name; Truncated says there were more than the server lists.
 type FileList struct {

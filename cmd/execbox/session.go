@@ -209,13 +209,16 @@ func newSessionExecCmd(f *sessionFlags) *cobra.Command {
 
 func newSessionCpCmd(f *sessionFlags) *cobra.Command {
 	return &cobra.Command{
-		Use:   "cp SRC DST",
-		Short: "Copy a file into a session (LOCAL SESSION:PATH) or out of one (SESSION:PATH LOCAL); - is stdin or stdout",
-		Args:  cobra.ExactArgs(2),
+		Use:   "cp SRC DST | cp LOCAL... SESSION:DIR",
+		Short: "Copy a file into a session (LOCAL SESSION:PATH) or out of one (SESSION:PATH LOCAL), or several local files into a session's directory with one upload; - is stdin or stdout",
+		Args:  cobra.MinimumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := f.client()
 			if err != nil {
 				return err
+			}
+			if len(args) > 2 {
+				return uploadMany(cmd.Context(), c, f.asJSON, args[:len(args)-1], args[len(args)-1])
 			}
 			srcID, srcPath, srcRemote := splitRemote(args[0])
 			dstID, dstPath, dstRemote := splitRemote(args[1])
@@ -264,6 +267,35 @@ func newSessionCpCmd(f *sessionFlags) *cobra.Command {
 			}
 		},
 	}
+}
+
+// uploadMany copies the local files srcs into the directory SESSION:DIR
+// dst with one multipart upload, each under its own base name.
+func uploadMany(ctx context.Context, c *client.Client, asJSON bool, srcs []string, dst string) error {
+	id, dir, remote := splitRemote(dst)
+	if !remote {
+		return sandbox.Errorf(sandbox.ErrInvalid, "args_invalid", "copying several files: the last argument is SESSION:DIR")
+	}
+	var files []client.UploadFile
+	for _, src := range srcs {
+		if _, _, r := splitRemote(src); r || src == "-" {
+			return sandbox.Errorf(sandbox.ErrInvalid, "args_invalid", "copying several files: %s is not a local file", src)
+		}
+		file, err := os.Open(src)
+		if err != nil {
+			return sandbox.Errorf(sandbox.ErrInvalid, "file_invalid", "%v", err)
+		}
+		defer file.Close()
+		files = append(files, client.UploadFile{Path: filepath.Base(src), Content: file})
+	}
+	fis, err := c.Upload(ctx, id, strings.TrimSuffix(dir, "/"), files...)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		return printJSON(fis)
+	}
+	return nil
 }
 
 // splitRemote splits SESSION:PATH; a path without a colon (or starting

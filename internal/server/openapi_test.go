@@ -49,7 +49,7 @@ func loadDoc(t *testing.T) (doc, map[string]any) {
 // TestOpenAPIIsJSON: the YAML document converts to JSON.
 func TestOpenAPIIsJSON(t *testing.T) {
 	d, _ := loadDoc(t)
-	if d.OpenAPI != "3.1.0" || len(d.Paths) != 19 {
+	if d.OpenAPI != "3.1.0" || len(d.Paths) != 21 {
 		t.Fatalf("openapi %q, %d paths", d.OpenAPI, len(d.Paths))
 	}
 }
@@ -82,7 +82,7 @@ func TestOpenAPIMatchesHandlers(t *testing.T) {
 	}
 	concrete := func(method, path string) string {
 		file := "f.txt"
-		if strings.Contains(path, "/list/") || strings.Contains(path, "/mkdir/") {
+		if strings.Contains(path, "/list/") || strings.Contains(path, "/mkdir/") || strings.Contains(path, "/upload/") {
 			file = "d"
 		}
 		path = strings.ReplaceAll(path, "{id}", sess.ID)
@@ -169,7 +169,12 @@ func TestOpenAPIMatchesHandlers(t *testing.T) {
 					}
 					body := []byte(ex.Value)
 					if ct != "application/json" {
-						json.Unmarshal(ex.Value, &body) // a JSON string: the raw body
+						var raw string
+						json.Unmarshal(ex.Value, &raw) // a JSON string: the raw body
+						body = []byte(raw)
+					}
+					if ct == "multipart/form-data" {
+						hdr[len(hdr)-1] += "; boundary=execbox-example" // the examples' own
 					}
 					a := en.do(method, path, body, hdr...)
 					if a.status != want {

@@ -3,10 +3,15 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"maps"
+	"mime"
+	"mime/multipart"
 	"net/http"
+	"path"
 	"slices"
 	"strconv"
 	"time"
@@ -20,6 +25,14 @@ import (
 // maxListed bounds the entries one listing of a session directory
 // answers with.
 const maxListed = 10_000
+
+// maxUploadParts bounds the files one multipart upload may carry, and
+// uploadOverhead the bytes of its part headers and boundaries: the body is
+// at most the session's work_size plus that.
+const (
+	maxUploadParts = 1000
+	uploadOverhead = sandbox.MiB
+)
 
 // sessionRoutes are the session API's routes.
 func (s *Server) sessionRoutes() []route {
@@ -36,6 +49,8 @@ func (s *Server) sessionRoutes() []route {
 		{"GET", "/v1/sessions/{id}/list", token, s.handleFileList},
 		{"GET", "/v1/sessions/{id}/list/{path...}", token, s.handleFileList},
 		{"POST", "/v1/sessions/{id}/mkdir/{path...}", token, s.handleMkdir},
+		{"POST", "/v1/sessions/{id}/upload", token, s.handleUpload},
+		{"POST", "/v1/sessions/{id}/upload/{path...}", token, s.handleUpload},
 	}
 }
 
@@ -249,6 +264,121 @@ func (s *Server) handleFilePut(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusCreated, st)
+}
+
+// handleUpload is POST /v1/sessions/{id}/upload[/{dir}]: a
+// multipart/form-data body (an HTML form's, curl -F's) whose every part is
+// a file, written to {dir}/{its filename} — a relative path, checked like
+// any other — part by part, streamed, never held whole; in all at most the
+// session's work_size and maxUploadParts files. 201 with the files. A
+// failing part is answered with its problem, naming the part; the parts
+// before it stay written, the failing one leaves no file.
+func (s *Server) handleUpload(w http.ResponseWriter, r *http.Request) {
+	sess, f, dir, release, err := s.files(r, true)
+	defer release()
+	if err != nil {
+		writeProblem(w, r, problemOf(r, err))
+		return
+	}
+	ct := r.Header.Get("Content-Type")
+	mt, params, err := mime.ParseMediaType(ct)
+	if err != nil || mt != "multipart/form-data" || params["boundary"] == "" {
+		writeProblem(w, r, v1.ProblemFor(http.StatusUnsupportedMediaType, v1.CodeUnsupportedMedia,
+			"Content-Type %q is not multipart/form-data with a boundary (PUT …/files/{path} takes a raw body)", ct))
+		return
+	}
+	left := sess.Info().Limits.WorkSize
+	if r.ContentLength > left+uploadOverhead {
+		writeProblem(w, r, problemOf(r, sandbox.Errorf(sandbox.ErrLimit, "file_too_large",
+			"the body is %d bytes, over the session's work_size %s", r.ContentLength, sandbox.HumanSize(left))))
+		return
+	}
+	body := &progressReader{r: http.MaxBytesReader(w, r.Body, left+uploadOverhead), rc: http.NewResponseController(w), idle: s.opts.BodyTimeout}
+	mr := multipart.NewReader(body, params["boundary"])
+	var out v1.Uploaded
+	fail := func(part int, name string, err error) {
+		if body.err != nil {
+			err = s.readError(w, body.err)
+			var mbe *http.MaxBytesError
+			if errors.As(body.err, &mbe) {
+				err = sandbox.Errorf(sandbox.ErrLimit, "file_too_large", "the body is over the session's work_size %s plus %s for the parts' headers",
+					sandbox.HumanSize(sess.Info().Limits.WorkSize), sandbox.HumanSize(uploadOverhead))
+			}
+		}
+		p := problemOf(r, err)
+		what := fmt.Sprintf("part %d", part)
+		if name != "" {
+			what += fmt.Sprintf(" (%q)", name)
+		}
+		p.Detail = fmt.Sprintf("%s: %s; the %d file(s) before it were written", what, p.Detail, len(out.Files))
+		writeProblem(w, r, p)
+	}
+	for i := 1; ; i++ {
+		part, err := mr.NextPart()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			if body.err == nil {
+				err = sandbox.Errorf(sandbox.ErrInvalid, "upload_invalid", "reading the multipart body: %v", err)
+			}
+			fail(i, "", err)
+			return
+		}
+		// The filename as sent: Part.FileName keeps only its last element.
+		_, cd, _ := mime.ParseMediaType(part.Header.Get("Content-Disposition"))
+		name := cd["filename"]
+		switch {
+		case name == "":
+			fail(i, part.FormName(), sandbox.Errorf(sandbox.ErrInvalid, "upload_invalid", "the part has no filename: every part of an upload is a file"))
+			return
+		case i > maxUploadParts:
+			fail(i, name, sandbox.Errorf(sandbox.ErrLimit, "too_many_files", "an upload carries at most %d files", maxUploadParts))
+			return
+		}
+		if err := sandbox.CheckPath(name); err != nil {
+			fail(i, name, err)
+			return
+		}
+		p := path.Join(dir, name)
+		rd := &readRecorder{r: part}
+		n, err := f.PutFile(r.Context(), p, rd, left)
+		if err != nil {
+			if rd.err != nil && body.err == nil {
+				// The part itself is broken (cut short, a bad boundary).
+				err = sandbox.Errorf(sandbox.ErrInvalid, "upload_invalid", "reading the part: %v", rd.err)
+			}
+			fail(i, name, err)
+			return
+		}
+		left -= n
+		st, err := f.Stat(r.Context(), p)
+		if err != nil {
+			fail(i, name, err)
+			return
+		}
+		out.Files = append(out.Files, st)
+	}
+	if len(out.Files) == 0 {
+		writeProblem(w, r, problemOf(r, sandbox.Errorf(sandbox.ErrInvalid, "upload_invalid", "the upload has no part")))
+		return
+	}
+	body.rc.SetReadDeadline(time.Time{})
+	writeJSON(w, http.StatusCreated, out)
+}
+
+// readRecorder keeps the first error other than io.EOF its reader gave.
+type readRecorder struct {
+	r   io.Reader
+	err error
+}
+
+func (rr *readRecorder) Read(b []byte) (int, error) {
+	n, err := rr.r.Read(b)
+	if err != nil && err != io.EOF && rr.err == nil {
+		rr.err = err
+	}
+	return n, err
 }
 
 // progressReader reads a body whose every read must bring data within

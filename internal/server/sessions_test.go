@@ -1,12 +1,17 @@
 package server
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -232,3 +237,166 @@ func TestSessionFilesCountAgainstTheToken(t *testing.T) {
 	_, err = c.List(ctx, s.ID, "")
 	wantProblem(t, "a file operation past the burst", err, http.StatusTooManyRequests, "rate_limited")
 }
+
+// TestSessionUpload: one multipart request writes several files, into the
+// work dir or a directory, a path with "/" in a filename included, and
+// each comes back byte-identical; the bounds hold on both sides: the
+// session's work_size over all parts, 1000 files, a filename on every
+// part, a checked path, a multipart Content-Type.
+func TestSessionUpload(t *testing.T) {
+	en, cs := sessionEnv(t)
+	ctx := context.Background()
+	c := cs["alice"]
+	s, err := c.CreateSession(ctx, &v1.SessionRequest{Limits: sandbox.Limits{WorkSize: 4 * sandbox.MiB}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.CloseSession(ctx, s.ID)
+	var sent bytes.Buffer
+	big := io.TeeReader(io.LimitReader(pattern{}, 3*sandbox.MiB), &sent)
+	got, err := c.Upload(ctx, s.ID, "in",
+		client.UploadFile{Path: "a.txt", Content: strings.NewReader("alpha")},
+		client.UploadFile{Path: "sub/b.txt", Content: strings.NewReader("")},
+		client.UploadFile{Path: "big", Content: big})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []struct {
+		path string
+		size int64
+	}{{"in/a.txt", 5}, {"in/sub/b.txt", 0}, {"in/big", 3 * sandbox.MiB}}
+	if len(got) != len(want) {
+		t.Fatalf("upload answered %+v", got)
+	}
+	for i, w := range want {
+		if got[i].Path != w.path || got[i].Size != w.size || got[i].Type != "file" {
+			t.Errorf("file %d: %+v, want %s of %d bytes", i, got[i], w.path, w.size)
+		}
+	}
+	var back bytes.Buffer
+	if _, err := c.GetFile(ctx, s.ID, "in/big", &back); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(back.Bytes(), sent.Bytes()) {
+		t.Fatal("in/big came back different")
+	}
+	if _, err := c.Upload(ctx, s.ID, "", client.UploadFile{Path: "top.txt", Content: strings.NewReader("top")}); err != nil {
+		t.Fatalf("an upload into the work dir: %v", err)
+	}
+	if err := c.Remove(ctx, s.ID, "in"); err != nil {
+		t.Fatal(err)
+	}
+
+	// work_size over all parts: the part that passes it is refused and
+	// leaves nothing; the one before it stays.
+	_, err = c.Upload(ctx, s.ID, "w",
+		client.UploadFile{Path: "one", Content: io.LimitReader(pattern{}, 3*sandbox.MiB)},
+		client.UploadFile{Path: "two", Content: io.LimitReader(pattern{}, sandbox.MiB+1)})
+	wantProblem(t, "parts over work_size", err, http.StatusRequestEntityTooLarge, "file_too_large")
+	if p := (*v1.Problem)(nil); errors.As(err, &p) && !strings.Contains(p.Detail, `part 2 ("two")`) {
+		t.Errorf("the problem does not name the part: %q", p.Detail)
+	}
+	if _, err := c.Stat(ctx, s.ID, "w/one"); err != nil {
+		t.Errorf("the part before the failing one: %v", err)
+	}
+	var p *v1.Problem
+	if _, err := c.Stat(ctx, s.ID, "w/two"); !errors.As(err, &p) || p.Status != http.StatusNotFound {
+		t.Errorf("the refused part left a file: %v", err)
+	}
+	if err := c.Remove(ctx, s.ID, "w"); err != nil {
+		t.Fatal(err)
+	}
+	// Exactly work_size in two parts fits.
+	if _, err := c.Upload(ctx, s.ID, "w",
+		client.UploadFile{Path: "one", Content: io.LimitReader(pattern{}, 3*sandbox.MiB)},
+		client.UploadFile{Path: "two", Content: io.LimitReader(pattern{}, sandbox.MiB-3)}); err != nil {
+		t.Fatalf("parts of work_size in all: %v", err)
+	}
+	if err := c.Remove(ctx, s.ID, "w"); err != nil {
+		t.Fatal(err)
+	}
+
+	// 1000 files fit in one upload, 1001 do not.
+	files := func(n int) []client.UploadFile {
+		var fs []client.UploadFile
+		for i := range n {
+			fs = append(fs, client.UploadFile{Path: strconv.Itoa(i), Content: strings.NewReader("x")})
+		}
+		return fs
+	}
+	if got, err := c.Upload(ctx, s.ID, "many", files(maxUploadParts)...); err != nil || len(got) != maxUploadParts {
+		t.Fatalf("%d files: %d written, %v", maxUploadParts, len(got), err)
+	}
+	_, err = c.Upload(ctx, s.ID, "more", files(maxUploadParts+1)...)
+	wantProblem(t, "one file too many", err, http.StatusRequestEntityTooLarge, "too_many_files")
+
+	// A content reader that fails is the caller's error, not the server's.
+	_, err = c.Upload(ctx, s.ID, "", client.UploadFile{Path: "bad", Content: io.MultiReader(strings.NewReader("x"), iotestErrReader{})})
+	if !errors.Is(err, sandbox.ErrInvalid) || !strings.Contains(err.Error(), "reading bad") {
+		t.Errorf("a failing content reader: %v", err)
+	}
+	if _, err := c.Upload(ctx, s.ID, "", client.UploadFile{Path: "../x", Content: strings.NewReader("x")}); !errors.Is(err, sandbox.ErrInvalid) {
+		t.Errorf("a .. path in the client: %v", err)
+	}
+
+	// What only a hand-made request can send.
+	raw := func(ct, body string) answer {
+		return en.do("POST", "/v1/sessions/"+s.ID+"/upload", []byte(body), "Authorization", "Bearer a", "Content-Type", ct)
+	}
+	const mp = "multipart/form-data; boundary=B"
+	part := func(disposition, content string) string {
+		return "--B\r\nContent-Disposition: " + disposition + "\r\n\r\n" + content + "\r\n"
+	}
+	for _, tc := range []struct {
+		name, ct, body string
+		status         int
+		code           string
+	}{
+		{"a raw body", "application/octet-stream", "x", http.StatusUnsupportedMediaType, v1.CodeUnsupportedMedia},
+		{"no boundary", "multipart/form-data", "x", http.StatusUnsupportedMediaType, v1.CodeUnsupportedMedia},
+		{"no part", mp, "--B--\r\n", http.StatusBadRequest, "upload_invalid"},
+		{"a form field", mp, part(`form-data; name="note"`, "hi") + "--B--\r\n", http.StatusBadRequest, "upload_invalid"},
+		{"a .. filename", mp, part(`form-data; name="f"; filename="../x"`, "x") + "--B--\r\n", http.StatusBadRequest, "path_invalid"},
+		{"an absolute filename", mp, part(`form-data; name="f"; filename="/etc/x"`, "x") + "--B--\r\n", http.StatusBadRequest, "path_invalid"},
+		{"a cut body", mp, part(`form-data; name="f"; filename="cut"`, "x"), http.StatusBadRequest, "upload_invalid"},
+	} {
+		a := raw(tc.ct, tc.body)
+		var p v1.Problem
+		json.Unmarshal(a.body, &p)
+		if a.status != tc.status || p.Code != tc.code {
+			t.Errorf("%s: %d %s, want %d %s", tc.name, a.status, a.body, tc.status, tc.code)
+		}
+	}
+	if a := raw(mp, part(`form-data; name="f"; filename="d/raw.txt"`, "raw")+"--B--\r\n"); a.status != http.StatusCreated {
+		t.Errorf("a hand-made upload: %d %s", a.status, a.body)
+	}
+	var back2 bytes.Buffer
+	if _, err := c.GetFile(ctx, s.ID, "d/raw.txt", &back2); err != nil || back2.String() != "raw" {
+		t.Errorf("d/raw.txt: %q %v", back2.String(), err)
+	}
+	if _, err := c.Stat(ctx, s.ID, "cut"); !errors.As(err, &p) || p.Status != http.StatusNotFound {
+		t.Errorf("a cut part left a file: %v", err)
+	}
+	// A declared length over work_size plus the parts' overhead is refused
+	// before a byte is read.
+	host := strings.TrimPrefix(en.http.URL, "http://")
+	conn, err := net.Dial("tcp", host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "POST /v1/sessions/%s/upload HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer a\r\nContent-Type: %s\r\nContent-Length: %d\r\n\r\n",
+		s.ID, host, mp, 4*sandbox.MiB+uploadOverhead+1)
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Errorf("a declared length over the bound: %d", resp.StatusCode)
+	}
+}
+
+type iotestErrReader struct{}
+
+func (iotestErrReader) Read([]byte) (int, error) { return 0, errors.New("disk on fire") }

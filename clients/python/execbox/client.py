@@ -142,10 +142,10 @@ class Client:
         return self._raw(method, url, data, "application/json", accept)
 
     def _raw(self, method: str, path: str, data: Any, content_type: str, accept: str):
-        """Sends data (bytes, a binary file object streamed in chunks, or
-        None) as the body of content_type."""
+        """Sends data (bytes, a binary file object or an iterator of bytes,
+        both streamed in chunks, or None) as the body of content_type."""
         url = self.base_url + path
-        if data is not None and not isinstance(data, (bytes, bytearray)):
+        if hasattr(data, "read"):
             # An iterator: urllib sends it chunked, never reading it whole.
             f = data
             data = iter(lambda: f.read(1 << 16), b"")

@@ -4,7 +4,8 @@ import base64
 import json
 import shutil
 import urllib.parse
-from typing import IO, TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Union
+import uuid
+from typing import IO, TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 from .errors import ExecboxError
 from .types import RunResult, _check_path
@@ -89,6 +90,37 @@ class Session:
             data = data.encode()
         with self._c._raw("PUT", self._path("files", path), data, "application/octet-stream", "application/json") as resp:
             return json.load(resp)
+
+    def upload(self, files: Union[Dict[str, Any], Sequence[Tuple[str, Any]]], dir: str = "") -> List[Dict[str, Any]]:
+        """Uploads several files with one multipart request into dir ("" is
+        the work dir), creating missing directories. files maps each path
+        (it may hold "/") to its data: bytes, text, or a binary file object,
+        which is streamed. Returns what was written, in order; when a file
+        fails, the ones before it stay written (the error says which)."""
+        items = list(files.items()) if isinstance(files, dict) else list(files)
+        for p, _ in items:
+            _check_path(p)
+            if "\r" in p or "\n" in p:
+                raise ExecboxError("path_invalid", "path %r: a line break cannot travel in a part's header" % p)
+        boundary = "execbox-" + uuid.uuid4().hex
+
+        def body() -> Iterator[bytes]:
+            for p, data in items:
+                name = p.replace("\\", "\\\\").replace('"', '\\"')
+                yield ('--%s\r\nContent-Disposition: form-data; name="file"; filename="%s"\r\n'
+                       'Content-Type: application/octet-stream\r\n\r\n' % (boundary, name)).encode()
+                if isinstance(data, str):
+                    yield data.encode()
+                elif isinstance(data, (bytes, bytearray)):
+                    yield bytes(data)
+                else:
+                    yield from iter(lambda: data.read(_CHUNK), b"")
+                yield b"\r\n"
+            yield ("--%s--\r\n" % boundary).encode()
+
+        path = self._path("upload", dir) if dir else self._path("upload")
+        with self._c._raw("POST", path, body(), "multipart/form-data; boundary=" + boundary, "application/json") as resp:
+            return json.load(resp).get("files", [])
 
     def get_file(self, path: str, out: Optional[IO[bytes]] = None) -> Optional[bytes]:
         """Downloads the regular file at path: its bytes, or, given out (a

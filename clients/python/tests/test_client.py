@@ -110,6 +110,13 @@ def test_session(c):
         assert s.get_file("d/t.txt") == b"text"
         assert [e["path"] for e in s.list("d")] == ["d/blob.bin", "d/t.txt"]
         assert s.stat("d")["type"] == "dir" and s.stat()["type"] == "dir"
+        up = s.upload({"a.txt": "alpha", "sub/b.bin": io.BytesIO(blob), 'q"uote': b"q"}, dir="u")
+        assert [(e["path"], e["size"]) for e in up] == [("u/a.txt", 5), ("u/sub/b.bin", len(blob)), ('u/q"uote', 1)]
+        assert s.get_file("u/sub/b.bin") == blob and s.get_file('u/q"uote') == b"q"
+        assert [e["path"] for e in s.upload([("top.txt", "t")])] == ["top.txt"]
+        with pytest.raises(ExecboxError) as e:
+            s.upload({"../x": "x"})
+        assert e.value.code == "path_invalid"
         s.mkdir("e/f")
         s.remove("d")
         with pytest.raises(ExecboxError) as e:

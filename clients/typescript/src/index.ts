@@ -159,7 +159,8 @@ export class Client {
     if (query) url += "?" + new URLSearchParams(query).toString();
     const headers: Record<string, string> = { Accept: accept };
     if (body !== undefined) headers["Content-Type"] = "application/json";
-    if (raw !== undefined) headers["Content-Type"] = rawType ?? "application/octet-stream";
+    // A FormData body brings its own multipart Content-Type, boundary included.
+    if (raw !== undefined && !(raw instanceof FormData)) headers["Content-Type"] = rawType ?? "application/octet-stream";
     if (this.token) headers.Authorization = `Bearer ${this.token}`;
     let resp: Response;
     try {
@@ -212,6 +213,20 @@ export class Session {
   async putFile(path: string, data: string | Uint8Array | Blob): Promise<FileInfo> {
     const resp = await this.c.request("PUT", this.path("files", path), undefined, "application/json", data as BodyInit);
     return (await resp.json()) as FileInfo;
+  }
+
+  /** Uploads several files with one multipart request into dir ("" is the
+   * work dir), creating missing directories; a file's path may hold "/".
+   * Returns what was written, in order. When a file fails, the ones before
+   * it stay written (the error says which). */
+  async upload(files: { path: string; data: string | Uint8Array | Blob }[], dir = ""): Promise<FileInfo[]> {
+    const form = new FormData();
+    for (const f of files) {
+      checkPath(f.path);
+      form.append("file", f.data instanceof Blob ? f.data : new Blob([f.data as BlobPart]), f.path);
+    }
+    const resp = await this.c.request("POST", this.path("upload", dir), undefined, "application/json", form);
+    return ((await resp.json()) as { files: FileInfo[] }).files;
   }
 
   /** Downloads the regular file at path. */

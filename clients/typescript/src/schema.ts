@@ -191,6 +191,66 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/sessions/{id}/upload": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["SessionID"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Upload files (multipart/form-data, streamed) into the work dir.
+         * @description Every part of the multipart/form-data body (an HTML form's, curl
+         *     -F's) is a file, written to the directory at its filename — a
+         *     relative path that may hold "/", checked like any other path —
+         *     streamed part by part, never held whole. In all at most the
+         *     session's work_size (413 file_too_large) and 1000 files (413
+         *     too_many_files); a part without a filename is 400 upload_invalid.
+         *     A failing part is answered with its problem, naming the part; the
+         *     parts before it stay written, the failing one leaves no file.
+         */
+        post: operations["uploadToSessionWorkDir"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sessions/{id}/upload/{path}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["SessionID"];
+                /** @description Relative to the work dir; may hold "/" (sent unescaped); no "..", never through a symlink. */
+                path: components["parameters"]["FilePath"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Upload files (multipart/form-data, streamed) into a directory of the work dir, creating it.
+         * @description Every part of the multipart/form-data body (an HTML form's, curl
+         *     -F's) is a file, written to the directory at its filename — a
+         *     relative path that may hold "/", checked like any other path —
+         *     streamed part by part, never held whole. In all at most the
+         *     session's work_size (413 file_too_large) and 1000 files (413
+         *     too_many_files); a part without a filename is 400 upload_invalid.
+         *     A failing part is answered with its problem, naming the part; the
+         *     parts before it stay written, the failing one leaves no file.
+         */
+        post: operations["uploadToSessionDir"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/sessions/{id}/mkdir/{path}": {
         parameters: {
             query?: never;
@@ -749,6 +809,9 @@ export interface components {
             /** Format: date-time */
             mtime: string;
         };
+        Uploaded: {
+            files: components["schemas"]["FileInfo"][];
+        };
         FileList: {
             entries: components["schemas"]["FileInfo"][];
             truncated?: boolean;
@@ -1210,6 +1273,76 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             404: components["responses"]["NoSession"];
+        };
+    };
+    uploadToSessionWorkDir: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["SessionID"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "multipart/form-data": {
+                    [key: string]: string;
+                };
+            };
+        };
+        responses: {
+            /** @description The files written, in the order of the parts. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Uploaded"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NoSession"];
+            408: components["responses"]["SlowBody"];
+            413: components["responses"]["TooLarge"];
+            415: components["responses"]["UnsupportedMedia"];
+        };
+    };
+    uploadToSessionDir: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["SessionID"];
+                /** @description Relative to the work dir; may hold "/" (sent unescaped); no "..", never through a symlink. */
+                path: components["parameters"]["FilePath"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "multipart/form-data": {
+                    [key: string]: string;
+                };
+            };
+        };
+        responses: {
+            /** @description The files written, in the order of the parts. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Uploaded"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NoSession"];
+            408: components["responses"]["SlowBody"];
+            413: components["responses"]["TooLarge"];
+            415: components["responses"]["UnsupportedMedia"];
         };
     };
     makeSessionDir: {

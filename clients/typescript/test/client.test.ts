@@ -138,6 +138,10 @@ test("a session keeps its files across execs", async () => {
     assert.equal((await s.exec({ code: "print(open('d/t.txt').read())" })).stdout, "text\n");
     assert.deepEqual((await s.list("d")).map((e) => e.path), ["d/blob.bin", "d/t.txt"]);
     assert.equal((await s.stat()).type, "dir");
+    const up = await s.upload([{ path: "a.txt", data: "alpha" }, { path: "sub/b.bin", data: blob }], "u");
+    assert.deepEqual(up.map((e) => [e.path, e.size]), [["u/a.txt", 5], ["u/sub/b.bin", blob.length]]);
+    assert.deepEqual(await s.getFile("u/sub/b.bin"), blob);
+    await assert.rejects(s.upload([{ path: "../x", data: "x" }]), (e: ExecboxError) => e.code === "path_invalid");
     await s.mkdir("e/f");
     await s.remove("d");
     await assert.rejects(s.stat("d"), (e: ExecboxError) => e.code === "file_not_found" && e.status === 404);
