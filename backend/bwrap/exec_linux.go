@@ -320,12 +320,7 @@ func (l *launch) placeThread(child, nsTID int) error {
 
 // parentOf reads pid's parent from /proc, 0 if unknown.
 func parentOf(pid int) int {
-	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0
-	}
-	s := string(data)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	f := proc.StatFields(pid)
 	if len(f) < 2 {
 		return 0
 	}
@@ -365,12 +360,8 @@ func (l *launch) kill(bwrapPID int) error {
 func waitStopped(pid int, d time.Duration) {
 	deadline := time.Now().Add(d)
 	for wait := 50 * time.Microsecond; time.Now().Before(deadline); wait = min(2*wait, 5*time.Millisecond) {
-		data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-		if err != nil {
-			return
-		}
-		s := string(data)
-		if f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:]); len(f) > 0 && (f[0] == "T" || f[0] == "t" || f[0] == "Z") {
+		f := proc.StatFields(pid)
+		if f == nil || f[0] == "T" || f[0] == "t" || f[0] == "Z" {
 			return
 		}
 		time.Sleep(wait)

@@ -4,6 +4,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
+
+	"github.com/execbox/execbox/internal/proc"
 )
 
 // owner identifies the execbox process that made a container, precisely
@@ -59,19 +61,8 @@ func (o owner) dead(me owner) bool {
 // startTime is field 22 of /proc/<pid>/stat (clock ticks since boot), or ""
 // when the process does not exist.
 func startTime(pid int) string {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return ""
+	if f := proc.StatFields(pid); len(f) >= 20 {
+		return f[19]
 	}
-	s := string(b)
-	// The command name may hold spaces and parentheses: parse after the last ')'.
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return ""
-	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 20 {
-		return ""
-	}
-	return f[19]
+	return ""
 }

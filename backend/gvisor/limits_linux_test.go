@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/execbox/execbox/internal/proc"
 	"github.com/execbox/execbox/internal/testutil"
 	"github.com/execbox/execbox/sandbox"
 )
@@ -285,20 +286,9 @@ func outsideCgroup(t *testing.T, s *Sandbox) []string {
 	}
 	children := map[int][]int{}
 	runsc := 0
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+2:]))
-		ppid, _ := strconv.Atoi(f[1])
+	for pid, ppid := range proc.Parents() {
 		children[ppid] = append(children[ppid], pid)
-		if cmd, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline"); bytes.Contains(cmd, []byte("--root="+s.paths.state+"\x00")) &&
+		if cmd, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline"); bytes.Contains(cmd, []byte("--root="+s.paths.state+"\x00")) &&
 			bytes.Contains(cmd, []byte("\x00run\x00")) {
 			runsc = pid
 		}

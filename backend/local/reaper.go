@@ -9,14 +9,13 @@ import (
 	"runtime"
 	"runtime/debug"
 	"slices"
-	"strconv"
-	"strings"
 	"syscall"
 	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/execbox/execbox/internal/proc"
 	"github.com/execbox/execbox/internal/reexec"
 	"github.com/execbox/execbox/sandbox"
 )
@@ -195,20 +194,7 @@ func writeStatus(st status) {
 // catch processes forked during a pass.
 func killDescendants() {
 	self := os.Getpid()
-	parent := map[int]int{}
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return
-	}
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if pp, ok := ppidOf(pid); ok {
-			parent[pid] = pp
-		}
-	}
+	parent := proc.Parents()
 	type victim struct{ pid, depth int }
 	var victims []victim
 	for pid := range parent {
@@ -223,23 +209,4 @@ func killDescendants() {
 	for _, v := range victims {
 		unix.Kill(v.pid, unix.SIGKILL)
 	}
-}
-
-func ppidOf(pid int) (int, bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, false
-	}
-	// The command name may hold spaces and parentheses: parse after the last ')'.
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0, false
-	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 2 {
-		return 0, false
-	}
-	pp, err := strconv.Atoi(f[1])
-	return pp, err == nil
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/execbox/execbox/internal/proc"
 	"github.com/execbox/execbox/internal/testutil"
 	"github.com/execbox/execbox/sandbox"
 )
@@ -68,22 +69,12 @@ test -e /proc/1 && echo "init visible"; true`)
 // initPIDs lists this process's children that are sandbox inits.
 func initPIDs(t *testing.T) []int {
 	t.Helper()
-	ents, _ := os.ReadDir("/proc")
 	var out []int
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
+	for pid, ppid := range proc.Parents() {
+		if ppid != os.Getpid() {
 			continue
 		}
-		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
-		if len(f) < 2 || f[1] != strconv.Itoa(os.Getpid()) {
-			continue
-		}
-		cmd, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		cmd, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
 		if strings.Contains(string(cmd), "nsinit") || strings.Contains(string(cmd), "execbox-init") {
 			out = append(out, pid)
 		}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/execbox/execbox/internal/proc"
 	"github.com/execbox/execbox/internal/testutil"
 	"github.com/execbox/execbox/sandbox"
 )
@@ -82,16 +83,10 @@ func Test500RunsLeaveNothing(t *testing.T) {
 	if kids := initPIDs(t); len(kids) > 0 {
 		t.Errorf("sandbox inits left: %v", kids)
 	}
-	ents, _ = os.ReadDir("/proc")
-	for _, ent := range ents {
-		stat, err := os.ReadFile("/proc/" + ent.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		s := string(stat)
-		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-		if len(f) > 1 && f[1] == strconv.Itoa(os.Getpid()) {
-			t.Errorf("child process left: %s", s[:strings.LastIndexByte(s, ')')+1])
+	for pid, ppid := range proc.Parents() {
+		if ppid == os.Getpid() {
+			comm, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm")
+			t.Errorf("child process left: %d (%s)", pid, strings.TrimSpace(string(comm)))
 		}
 	}
 	// Goroutines: back where they were (give exiting ones a moment).

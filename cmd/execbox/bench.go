@@ -25,6 +25,7 @@ import (
 	"github.com/execbox/execbox/internal/bench"
 	"github.com/execbox/execbox/internal/config"
 	"github.com/execbox/execbox/internal/nsinit"
+	"github.com/execbox/execbox/internal/proc"
 	"github.com/execbox/execbox/internal/server"
 )
 
@@ -435,22 +436,7 @@ func idleSandbox(ctx context.Context, cfg *config.Config, backend string) (bench
 
 // descendants are the processes under pid, by their parent links.
 func descendants(pid int) map[int]bool {
-	parent := map[int]int{}
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		p, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
-		if len(f) > 1 {
-			parent[p], _ = strconv.Atoi(f[1])
-		}
-	}
+	parent := proc.Parents()
 	out := map[int]bool{}
 	for p := range parent {
 		for q := parent[p]; q > 1; q = parent[q] {

@@ -3,7 +3,10 @@ package proc
 import (
 	"bytes"
 	"context"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -170,3 +173,37 @@ func TestOutcomeUsage(t *testing.T) {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// StatFields reads past a command name with spaces and parentheses; Parents
+// links a child to its parent.
+func TestStatFields(t *testing.T) {
+	dir := t.TempDir()
+	odd := filepath.Join(dir, "a) (b c")
+	sleep, err := exec.LookPath("sleep")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(sleep, odd); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(odd, "30")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	f := StatFields(cmd.Process.Pid)
+	if len(f) < 20 || f[1] != strconv.Itoa(os.Getpid()) || !strings.ContainsAny(f[0], "RSD") {
+		t.Fatalf("StatFields of %q: %q", odd, f)
+	}
+	if _, err := strconv.ParseUint(f[19], 10, 64); err != nil {
+		t.Errorf("start time %q: %v", f[19], err)
+	}
+	if p := Parents()[cmd.Process.Pid]; p != os.Getpid() {
+		t.Errorf("Parents: %d's parent is %d, want %d", cmd.Process.Pid, p, os.Getpid())
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	if f := StatFields(cmd.Process.Pid); f != nil {
+		t.Errorf("StatFields of a reaped process: %q", f)
+	}
+}
