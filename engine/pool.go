@@ -487,7 +487,7 @@ func (ps *pools) watch(p *pool, w *warm) {
 		if w.err != nil {
 			why = w.err.Error()
 		} else if w.res != nil {
-			why = strings.TrimSpace(fmt.Sprintf("%s (exit %d) %s %s", w.res.Reason, w.res.ExitCode, w.res.Message, lastLine(w.res.Stderr)))
+			why = strings.TrimSpace(fmt.Sprintf("%s (exit %d) %s %s", w.res.Reason, w.res.ExitCode, w.res.Message, sandbox.LastLine(w.res.Stderr)))
 		}
 		w.taken = true
 		p.ready = slices.DeleteFunc(p.ready, func(x *warm) bool { return x == w })
@@ -538,18 +538,6 @@ func (ps *pools) dropLocked(ws ...*warm) {
 		w.taken = true
 		ps.wg.Go(w.close)
 	}
-}
-
-// lastLine is the last non-empty line of s, at most 200 bytes of it.
-func lastLine(s string) string {
-	s = strings.TrimSpace(s)
-	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
-		s = s[i+1:]
-	}
-	if len(s) > 200 {
-		s = s[:200]
-	}
-	return s
 }
 
 // close ends the runner and closes the sandbox.

@@ -55,13 +55,13 @@ func Smoke(ctx context.Context, b Backend, spec Spec) (ok bool, reason string) {
 		lines := strings.Split(strings.TrimSpace(res.Stderr), "\n")
 		reason = lines[len(lines)-1]
 		if len(lines) > 1 {
-			reason += ": " + lastLine(strings.Join(lines[:len(lines)-1], "\n"))
+			reason += ": " + LastLine(strings.Join(lines[:len(lines)-1], "\n"))
 		}
 		return false, reason
 	case !res.Succeeded():
 		msg := res.Message
 		if msg == "" {
-			msg = lastLine(res.Stderr)
+			msg = LastLine(res.Stderr)
 		}
 		return false, fmt.Sprintf("smoke check ended %s (exit %d): %s", res.Reason, res.ExitCode, msg)
 	}
@@ -72,8 +72,9 @@ func Smoke(ctx context.Context, b Backend, spec Spec) (ok bool, reason string) {
 	return true, ""
 }
 
-// lastLine is the last non-empty line of s, at most 500 bytes.
-func lastLine(s string) string {
+// LastLine is the last non-empty line of s, at most 500 bytes: what a
+// message quotes of a program's stderr.
+func LastLine(s string) string {
 	s = strings.TrimSpace(s)
 	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
 		s = s[i+1:]

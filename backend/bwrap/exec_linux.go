@@ -63,7 +63,7 @@ func (s *Sandbox) run(ctx context.Context, p *sandbox.Process) (*sandbox.Result,
 	if sv.err != nil {
 		// bwrap failed before or while setting up; it says why on stderr.
 		lost = "the bwrap sandbox failed: " + sv.err.Error()
-		if msg := lastLine(res.Stderr); msg != "" {
+		if msg := sandbox.LastLine(res.Stderr); msg != "" {
 			lost += "; " + msg
 		}
 	}
@@ -72,18 +72,6 @@ func (s *Sandbox) run(ctx context.Context, p *sandbox.Process) (*sandbox.Result,
 	}
 	s.Account(res, out.Killed(), s.Spec.Limits)
 	return res, nil
-}
-
-// lastLine is the last non-empty line of s, bounded.
-func lastLine(s string) string {
-	s = strings.TrimSpace(s)
-	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
-		s = s[i+1:]
-	}
-	if len(s) > 500 {
-		s = s[:500] + "…"
-	}
-	return s
 }
 
 // initConfig is the init's config for p.
