@@ -21,11 +21,14 @@ export HOME="${HOME:-$(getent passwd "$(id -u)" | cut -d: -f6)}"
 # the backends, the conformance self-test, the interpreters, root, the v2
 # cgroup mount, the black-box server on an isolating backend, Docker's
 # runtime runsc (scripts/dockerd.sh registers it), and Debian's old runsc
-# (installed below) for the "available, not ready" health case.
-export EXECBOX_REQUIRE="${EXECBOX_REQUIRE:-native,landlock,cgroups,cgroup2,bwrap,gvisor,runsc-debian,docker,docker-runsc,sandboxtest,server,serve,function,python3,node,root}"
+# (installed below) for the "available, not ready" health case, and
+# chromium for the web playground's browser test.
+export EXECBOX_REQUIRE="${EXECBOX_REQUIRE:-native,landlock,cgroups,cgroup2,bwrap,gvisor,runsc-debian,docker,docker-runsc,sandboxtest,server,serve,function,python3,node,root,chromium}"
+# The browser test's screenshots of each page (kept after the run).
+export EXECBOX_SCREENSHOTS="${EXECBOX_SCREENSHOTS:-${TMPDIR:-/tmp}/execbox-screenshots}"
 
 need=()
-for pkg in python3 python3-venv python3-pip python3-setuptools python3-pytest nodejs bubblewrap runsc docker.io; do
+for pkg in python3 python3-venv python3-pip python3-setuptools python3-pytest nodejs bubblewrap runsc docker.io chromium; do
 	dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
 # npm comes with some Node.js builds, with Debian's as a package of its own.
@@ -34,6 +37,20 @@ if [ ${#need[@]} -gt 0 ]; then
 	echo "== installing ${need[*]}"
 	apt-get update -qq
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+
+echo "== the web playground: built from web/ as committed in internal/webui/dist"
+# The binary embeds internal/webui/dist, committed so that a build needs no
+# Node; a source change not built and committed with it fails here.
+(cd web && npm ci --no-audit --no-fund --loglevel=error && npm run -s check && npm run -s build)
+if git rev-parse --git-dir >/dev/null 2>&1; then
+	# The gzip copies are left out: another zlib may pack the same bytes
+	# differently (a test checks each holds its asset).
+	if [ -n "$(git status --porcelain -- internal/webui/dist ':(exclude)*.gz')" ]; then
+		git status --short -- internal/webui/dist ':(exclude)*.gz' >&2
+		echo "internal/webui/dist is not what web/ builds: run npm run build in web/ and commit the result" >&2
+		exit 1
+	fi
 fi
 
 echo "== go vet"
@@ -68,6 +85,7 @@ echo "== go test -race (EXECBOX_REQUIRE=$EXECBOX_REQUIRE)"
 # Package results as they end, failed tests in full, then every skipped
 # test with its reason (scripts/testreport.go).
 go test -race -count=1 -timeout 30m -json ./... | go run scripts/testreport.go
+echo "(the playground's screenshots: $EXECBOX_SCREENSHOTS)"
 
 echo "== the Python client (clients/python): installed with pip, pytest against a real execbox serve"
 # Debian's python3 (where apt put pytest), a venv that sees it, the client

@@ -110,6 +110,7 @@ func runServe(ctx context.Context, g *globals, listen string) error {
 		AllowedHosts:             hosts,
 		AllowedOrigins:           cfg.Server.AllowedOrigins,
 		PublicMetrics:            cfg.Server.PublicMetrics,
+		Playground:               cfg.Server.Playground,
 		FunctionTimeout:          cfg.Functions.Timeout,
 		DrainDelay:               cfg.Server.DrainDelay,
 		ShutdownTimeout:          cfg.Server.ShutdownTimeout,

@@ -154,6 +154,9 @@ type ServerSection struct {
 	AllowedOrigins []string `yaml:"allowed_origins"`
 	// PublicMetrics serves /metrics without a token.
 	PublicMetrics bool `yaml:"public_metrics"`
+	// Playground serves the web playground at "/" (its pages and assets
+	// need no token; every API call they make does).
+	Playground bool `yaml:"playground"`
 	// DrainDelay is how long, after SIGTERM, /readyz answers false while
 	// requests are still served, so load balancers stop sending new ones.
 	DrainDelay time.Duration `yaml:"drain_delay"`
@@ -213,7 +216,7 @@ func Default() *Config {
 		Server: ServerSection{
 			Listen: "127.0.0.1:8080", MaxBody: sandbox.MiB, AdminRuns: 1, QueueDepth: 64, QueueWait: 10 * time.Second, MaxResultMemory: DefaultResultMemory(sandbox.HostMemory()),
 			WriteTimeout: 60 * time.Second, MaxHeaderBytes: 16 * sandbox.KiB, AllowedHosts: []string{}, AllowedOrigins: []string{},
-			ShutdownTimeout: 30 * time.Second,
+			ShutdownTimeout: 30 * time.Second, Playground: true,
 		},
 		Auth:     AuthSection{Tokens: []string{}, FailureRate: 1, FailureBurst: 10},
 		Audit:    AuditSection{MaxAge: 720 * time.Hour, MaxRows: 1_000_000},

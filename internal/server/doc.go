@@ -38,6 +38,10 @@
 //     CORS preflights are answered for allowed origins only. Every answer
 //     carries nosniff, frame-denying, no-referrer, same-origin resource and
 //     no-store headers.
+//   - Playground (Options.Playground, package webui): GET and HEAD of a path
+//     outside the API's (/v1, /healthz, /readyz, /metrics, /mcp) answer the
+//     web playground's pages and assets, under the same site checks; an
+//     unknown API path stays a JSON 404.
 //   - Connections (conns.go): at most MaxConnections, and
 //     MaxConnectionsPerAddress from one address; at a bound the oldest
 //     connection not serving an authenticated request is closed for the

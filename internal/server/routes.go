@@ -15,6 +15,7 @@ import (
 	"github.com/execbox/execbox/engine"
 	"github.com/execbox/execbox/internal/audit"
 	"github.com/execbox/execbox/internal/auth"
+	"github.com/execbox/execbox/internal/webui"
 	"github.com/execbox/execbox/sandbox"
 )
 
@@ -72,10 +73,29 @@ func (s *Server) mux() http.Handler {
 				"%s is not allowed on %s (allowed: %s)", r.Method, path, strings.Join(methods, ", ")))
 		})
 	}
+	var ui http.Handler
+	if s.opts.Playground {
+		ui = webui.New()
+	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if ui != nil && (r.Method == http.MethodGet || r.Method == http.MethodHead) && !apiPath(r.URL.Path) {
+			ui.ServeHTTP(w, r)
+			return
+		}
 		writeProblem(w, r, v1.ProblemFor(http.StatusNotFound, v1.CodeNotFound, "no such route: %s %s (see /v1/openapi.json)", r.Method, r.URL.Path))
 	})
 	return s.wrap(mux)
+}
+
+// apiPath says whether an unmatched path is under the API's own, where
+// an unknown path is a JSON 404, never a page.
+func apiPath(p string) bool {
+	for _, prefix := range []string{"/v1", "/healthz", "/readyz", "/metrics", "/mcp"} {
+		if p == prefix || strings.HasPrefix(p, prefix+"/") {
+			return true
+		}
+	}
+	return false
 }
 
 // guard authenticates a route's caller and puts the identity in the

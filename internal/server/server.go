@@ -72,6 +72,9 @@ type Options struct {
 	AllowedOrigins []string
 	// PublicMetrics serves /metrics without a token.
 	PublicMetrics bool
+	// Playground serves the web playground (package webui) at "/": GET
+	// and HEAD of any path that is not the API's.
+	Playground bool
 	// FunctionTimeout is the executor's default timeout, for the audit
 	// log's limits (default 15 s).
 	FunctionTimeout time.Duration

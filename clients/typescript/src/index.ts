@@ -72,10 +72,15 @@ export class Client {
   }
 
   /** Like run, yielding output chunks as the program writes them, then the result. */
-  async *runStream(req: RunRequest, opts: { explain?: boolean; signal?: AbortSignal } = {}): AsyncGenerator<StreamEvent> {
+  runStream(req: RunRequest, opts: { explain?: boolean; signal?: AbortSignal } = {}): AsyncGenerator<StreamEvent> {
     const q: Record<string, string> = { stream: "1" };
     if (opts.explain) q.explain = "1";
-    const resp = await this.send("POST", "/v1/runs", req, q, "application/x-ndjson", opts.signal);
+    return this.stream("/v1/runs", req, q, opts.signal);
+  }
+
+  /** @internal A streamed run's events (NDJSON), for runStream and Session.execStream. */
+  async *stream(path: string, req: unknown, q: Record<string, string>, signal?: AbortSignal): AsyncGenerator<StreamEvent> {
+    const resp = await this.send("POST", path, req, q, "application/x-ndjson", signal);
     if (!resp.body) throw new ExecboxError("stream_failed", "the server sent no body");
     const reader = resp.body.getReader();
     const dec = new TextDecoder();
@@ -153,6 +158,19 @@ export class Client {
     return ((await resp.json()) as { backends: components["schemas"]["Candidate"][] }).backends;
   }
 
+  /** The audit log, newest first (an admin token's call); q filters it by
+   * token, kind, error_code, session, since, until and limit. */
+  async audit(q: Record<string, string> = {}): Promise<components["schemas"]["Audit"]> {
+    const resp = await this.send("GET", "/v1/audit", undefined, q, "application/json");
+    return (await resp.json()) as components["schemas"]["Audit"];
+  }
+
+  /** The Prometheus metrics, as text. */
+  async metrics(): Promise<string> {
+    const resp = await this.send("GET", "/metrics", undefined, undefined, "text/plain");
+    return resp.text();
+  }
+
   private async send(method: string, path: string, body: unknown, query: Record<string, string> | undefined, accept: string,
     signal?: AbortSignal, raw?: BodyInit, rawType?: string): Promise<Response> {
     let url = this.base + path;
@@ -207,6 +225,11 @@ export class Session {
   async exec(req: SessionExec): Promise<RunResult> {
     const resp = await this.c.request("POST", this.path("exec"), req);
     return (await resp.json()) as RunResult;
+  }
+
+  /** Like exec, yielding output chunks as the program writes them, then the result. */
+  execStream(req: SessionExec, opts: { signal?: AbortSignal } = {}): AsyncGenerator<StreamEvent> {
+    return this.c.stream(this.path("exec"), req, { stream: "1" }, opts.signal);
   }
 
   /** Uploads data as the file at path, creating missing directories. */

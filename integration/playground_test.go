@@ -1,0 +1,428 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	cdpbrowser "github.com/chromedp/cdproto/browser"
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/input"
+	cdplog "github.com/chromedp/cdproto/log"
+	"github.com/chromedp/chromedp"
+
+	v1 "github.com/execbox/execbox/api/v1"
+	"github.com/execbox/execbox/internal/testutil"
+)
+
+// browser is a headless Debian chromium on one tab, and what its pages
+// reported: uncaught exceptions, console errors, CSP violations.
+type browser struct {
+	t     *testing.T
+	ctx   context.Context
+	shots string
+	log   *pageLog
+}
+
+// pageLog is what the pages reported.
+type pageLog struct {
+	mu     sync.Mutex
+	errors []string
+}
+
+// on is b reporting to t (a subtest's).
+func (b *browser) on(t *testing.T) *browser {
+	c := *b
+	c.t = t
+	return &c
+}
+
+// newBrowser starts chromium (required when EXECBOX_REQUIRE names
+// "chromium"); it is stopped at cleanup. Screenshots go to
+// $EXECBOX_SCREENSHOTS, else a folder under $TMPDIR that the test names.
+func newBrowser(t *testing.T) *browser {
+	t.Helper()
+	path := ""
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			path = p
+			break
+		}
+	}
+	if path == "" {
+		testutil.SkipOrFail(t, "chromium", "no chromium to drive (apt-get install chromium)")
+	}
+	shots := os.Getenv("EXECBOX_SCREENSHOTS")
+	if shots == "" {
+		shots = filepath.Join(os.TempDir(), "execbox-playground-screenshots")
+	}
+	if err := os.MkdirAll(shots, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(path), chromedp.WindowSize(1400, 1000))
+	if os.Geteuid() == 0 {
+		opts = append(opts, chromedp.NoSandbox) // chromium refuses to run as root with its own sandbox
+	}
+	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancelB := chromedp.NewContext(actx)
+	b := &browser{t: t, ctx: ctx, shots: shots, log: &pageLog{}}
+	done := make(chan struct{})
+	t.Cleanup(func() {
+		cancelB()
+		cancelA()
+		<-done
+		b.log.mu.Lock()
+		defer b.log.mu.Unlock()
+		for _, e := range b.log.errors {
+			t.Errorf("the page reported %s", e)
+		}
+	})
+	messages := chromedp.Console(ctx)
+	if _, err := chromedp.Call(ctx, cdplog.Enable, cdp.Empty{}); err != nil {
+		close(done)
+		t.Fatalf("starting %s: %v", path, err)
+	}
+	go func() {
+		defer close(done)
+		for m, err := range messages {
+			if err != nil {
+				return
+			}
+			// A refused request is the network's to report (the 401s of
+			// the login case); any other error — an exception, a CSP
+			// violation, a script that failed to load — is the page's.
+			if (m.Type == chromedp.ConsoleError || m.IsException()) && m.Source != "network" {
+				b.log.mu.Lock()
+				b.log.errors = append(b.log.errors, m.String())
+				b.log.mu.Unlock()
+			}
+		}
+	}()
+	return b
+}
+
+// ctxFor bounds one step.
+func (b *browser) ctxFor() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(b.ctx, 60*time.Second)
+}
+
+// do runs steps in order; a failure saves a screenshot and ends the test.
+func (b *browser) do(what string, steps ...chromedp.Action[chromedp.Void]) {
+	b.t.Helper()
+	ctx, cancel := b.ctxFor()
+	defer cancel()
+	if err := chromedp.Do(ctx, steps...); err != nil {
+		b.failed(what, err)
+	}
+}
+
+func (b *browser) failed(what string, err error) {
+	b.t.Helper()
+	b.screenshot("failed-" + strings.ReplaceAll(what, " ", "-"))
+	b.t.Fatalf("%s: %v", what, err)
+}
+
+// screenshot saves the whole page as name.png.
+func (b *browser) screenshot(name string) {
+	ctx, cancel := context.WithTimeout(b.ctx, 20*time.Second)
+	defer cancel()
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		b.t.Logf("screenshot %s: %v", name, err)
+		return
+	}
+	p := filepath.Join(b.shots, name+".png")
+	if err := os.WriteFile(p, png, 0o644); err != nil {
+		b.t.Errorf("saving %s: %v", p, err)
+		return
+	}
+	b.t.Logf("screenshot: %s", p)
+}
+
+// text is the visible text of the first element matching sel, waiting for it.
+func (b *browser) text(sel string) string {
+	b.t.Helper()
+	ctx, cancel := b.ctxFor()
+	defer cancel()
+	s, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
+	if err != nil {
+		b.failed("reading "+sel, err)
+	}
+	return s
+}
+
+// evaluate evaluates a JavaScript expression in the page.
+func evaluate[T any](b *browser, expr string) T {
+	b.t.Helper()
+	ctx, cancel := b.ctxFor()
+	defer cancel()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](expr))
+	if err != nil {
+		b.failed("evaluating "+expr, err)
+	}
+	return v
+}
+
+// waitFor polls a JavaScript condition until it holds (60 s at most).
+func (b *browser) waitFor(what, cond string) {
+	b.t.Helper()
+	ctx, cancel := b.ctxFor()
+	defer cancel()
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](cond, chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(55*time.Second))); err != nil {
+		b.failed("waiting for "+what, err)
+	}
+}
+
+// typeCode replaces the editor's whole text with code, typed as a user's
+// input (select all, then the text inserted at the caret).
+func (b *browser) typeCode(code string) {
+	b.t.Helper()
+	b.do("typing code",
+		chromedp.Click(chromedp.CSS(".cm-content")),
+		chromedp.KeyEvent("a", chromedp.KeyModifiers(chromedp.ModifierCtrl)),
+		chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+			_, err := cdp.Call(ctx, t, input.InsertText, input.InsertTextParams{Text: code})
+			return err
+		}))
+	got := evaluate[string](b, `[...document.querySelectorAll(".cm-content .cm-line")].map(l => l.textContent).join("\n")`)
+	if want := strings.TrimSuffix(code, "\n"); strings.TrimSuffix(got, "\n") != want {
+		b.t.Fatalf("the editor holds %q after typing %q", got, code)
+	}
+}
+
+// TestPlayground drives the web playground of a real `execbox serve` on
+// the default backend with Debian's chromium: the login prompt, lint
+// squiggles while typing, a function call, a timeout, a streamed run, a
+// session and the status page; a screenshot of each page.
+func TestPlayground(t *testing.T) {
+	testutil.RequiresRoot(t, "serve")
+	b := newBrowser(t)
+	const token = "playground-secret"
+	s := startServer(t, []string{"EXECBOX_TOKEN=" + token})
+	c := s.client(token)
+
+	// A wrong token: the login prompt, over a page that is drawn.
+	b.do("opening the playground", chromedp.Navigate(s.url+"/"), chromedp.WaitVisible(chromedp.CSS("#login")))
+	b.do("a wrong token",
+		chromedp.SendKeys(chromedp.CSS("#login-token"), "not-the-token"),
+		chromedp.Click(chromedp.CSS("#login-submit")))
+	b.waitFor("the prompt again, saying why", `document.getElementById("login").open && /unauthorized|token/i.test(document.getElementById("login-why")?.textContent)`)
+	if !evaluate[bool](b, `!!document.querySelector("header nav") && document.querySelector("#editor .cm-editor") !== null`) {
+		t.Error("behind the login prompt the page is blank: no navigation or editor")
+	}
+	b.screenshot("login")
+	b.do("the right token",
+		chromedp.SendKeys(chromedp.CSS("#login-token"), token),
+		chromedp.Click(chromedp.CSS("#login-submit")))
+	b.waitFor("the prompt to close and lint to answer", `!document.getElementById("login").open && document.getElementById("lint-state")?.textContent === "no problems"`)
+	if stored := evaluate[string](b, `sessionStorage.getItem("execbox.token") + " " + location.href`); stored != token+" "+s.url+"/" {
+		t.Errorf("token storage and URL: %q, want the token in session storage and no token in the URL", stored)
+	}
+
+	t.Run("lint squiggle", func(t *testing.T) {
+		b := b.on(t)
+		code := "def main(a, b):\n    total = a +\n    return total\n"
+		b.typeCode(code)
+		diags, err := c.Lint(context.Background(), &v1.FunctionRequest{Code: code})
+		if err != nil || len(diags) == 0 {
+			t.Fatalf("the API's lint of the code: %v %v, want a diagnostic", diags, err)
+		}
+		want := diags[0]
+		if want.Line != 2 {
+			t.Fatalf("the API puts the syntax error on line %d, want 2: %+v", want.Line, want)
+		}
+		b.waitFor("a squiggle", `document.querySelector(".cm-lintRange-error") !== null`)
+		// Where the squiggle starts: its line among the editor's lines,
+		// its column as the text before it on that line.
+		at := evaluate[struct{ Line, Column int }](b, `(() => {
+			const el = document.querySelector(".cm-lintRange-error");
+			const line = el.closest(".cm-line");
+			const r = document.createRange();
+			r.setStart(line, 0);
+			r.setEndBefore(el);
+			return {Line: [...line.parentNode.children].indexOf(line) + 1, Column: r.toString().length};
+		})()`)
+		// A diagnostic past the line's last character is drawn under that
+		// character.
+		line := strings.Split(code, "\n")[want.Line-1]
+		wantCol := min(want.Column, len(line)-1)
+		if at.Line != want.Line || at.Column != wantCol {
+			t.Errorf("squiggle at line %d column %d, want line %d column %d (%+v)", at.Line, at.Column, want.Line, wantCol, want)
+		}
+		if got := b.text("#problems li"); !strings.Contains(got, want.Message) || !strings.Contains(got, fmt.Sprintf("line %d, column %d", want.Line, want.Column+1)) {
+			t.Errorf("problems list %q, want line %d and %q", got, want.Line, want.Message)
+		}
+		// Hovering the squiggle shows the message.
+		box := evaluate[struct{ X, Y float64 }](b, `(() => { const r = document.querySelector(".cm-lintRange-error").getBoundingClientRect(); return {X: r.left + Math.max(r.width / 2, 1), Y: r.top + r.height / 2}; })()`)
+		b.do("hovering the squiggle", chromedp.MouseEvent(input.DispatchMouseEventTypeMouseMoved, box.X, box.Y))
+		b.waitFor("the hover message", `[...document.querySelectorAll(".cm-tooltip-lint")].some(e => e.textContent.includes(`+jsString(want.Message)+`))`)
+		b.screenshot("functions-lint")
+	})
+
+	t.Run("javascript", func(t *testing.T) {
+		b := b.on(t)
+		// Its editor support loads when picked (a chunk of its own).
+		pick := func(lang string) {
+			b.do("picking "+lang, chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+				_, err := chromedp.Evaluate[bool](`(() => { const s = document.getElementById("fn-language"); s.value = `+jsString(lang)+`; return s.dispatchEvent(new Event("change")); })()`)(ctx, tg)
+				return err
+			}))
+		}
+		pick("javascript")
+		b.waitFor("the JavaScript sample", `document.querySelector(".cm-content")?.textContent.startsWith("function main(a, b)")`)
+		b.typeCode("function main(a, b) {\n  return a +;\n}\n")
+		b.waitFor("a squiggle on line 2", `document.querySelector(".cm-lintRange-error")?.closest(".cm-line") === document.querySelectorAll(".cm-content .cm-line")[1]`)
+		pick("python")
+		b.waitFor("the Python sample", `document.querySelector(".cm-content")?.textContent.startsWith("def main(a, b)")`)
+	})
+
+	t.Run("function call", func(t *testing.T) {
+		b := b.on(t)
+		b.typeCode("def main(a, b):\n    print(\"adding\", a, b)\n    return a + b\n")
+		b.waitFor("lint to clear", `document.getElementById("lint-state")?.textContent === "no problems"`)
+		b.do("parameters and run",
+			chromedp.SetValue(chromedp.CSS("#fn-params"), `{"a": 2, "b": 40}`),
+			chromedp.Click(chromedp.CSS("#fn-run")),
+			chromedp.WaitVisible(chromedp.CSS("#fn-value")))
+		if got := strings.TrimSpace(b.text("#fn-value pre")); got != "42" {
+			t.Errorf("value %q, want 42", got)
+		}
+		if got := b.text("#fn-prints pre"); !strings.Contains(got, "adding 2 40") {
+			t.Errorf("prints %q, want adding 2 40", got)
+		}
+		if got := b.text("#fn-meta"); !strings.Contains(got, "ms") || !strings.Contains(got, "(") {
+			t.Errorf("meta %q, want the duration, backend and isolation", got)
+		}
+		b.screenshot("functions-result")
+	})
+
+	t.Run("infinite loop", func(t *testing.T) {
+		b := b.on(t)
+		b.typeCode("def main():\n    while True:\n        pass\n")
+		b.do("a 1 s timeout and run",
+			chromedp.SetValue(chromedp.CSS("#fn-params"), `{}`),
+			chromedp.SetValue(chromedp.CSS("#fn-timeout"), "1"),
+			chromedp.Click(chromedp.CSS("#fn-run")),
+			chromedp.WaitVisible(chromedp.CSS("#fn-code")))
+		if got := b.text("#fn-code"); got != "timeout" {
+			t.Errorf("error code %q, want timeout (%s)", got, b.text("#fn-error"))
+		}
+		b.screenshot("functions-timeout")
+	})
+
+	t.Run("streamed run", func(t *testing.T) {
+		b := b.on(t)
+		b.do("the runs page", chromedp.Click(chromedp.CSS(`header nav a[href="/runs"]`)), chromedp.WaitVisible(chromedp.CSS("#run-form")))
+		b.do("a run that prints a line a second",
+			chromedp.SetValue(chromedp.CSS("#run-source"), `for i in 1 2 3; do echo line$i; sleep 1; done; echo kept > out.txt`),
+			chromedp.Click(chromedp.CSS("#run-start")))
+		// The first line is on the page while the run still runs: before
+		// the last line and before the result.
+		b.waitFor("the first line", `document.getElementById("run-output")?.textContent.includes("line1")`)
+		early := evaluate[struct {
+			Output string
+			Ended  bool
+		}](b, `({Output: document.getElementById("run-output")?.textContent, Ended: document.getElementById("run-reason") !== null})`)
+		if early.Ended || strings.Contains(early.Output, "line3") {
+			t.Errorf("when line1 showed: output %q, ended %v; want it shown while the run runs", early.Output, early.Ended)
+		}
+		b.waitFor("the result", `document.getElementById("run-reason") !== null`)
+		if got := b.text("#run-reason"); got != "exited" {
+			t.Errorf("reason %q, want exited (%s)", got, b.text("#run-status"))
+		}
+		if got := b.text("#run-output"); got != "line1\nline2\nline3\n" {
+			t.Errorf("output %q", got)
+		}
+		if got := b.text("#run-artifacts a"); got != "out.txt" {
+			t.Errorf("artifact link %q, want out.txt", got)
+		}
+		b.screenshot("runs")
+	})
+
+	t.Run("session", func(t *testing.T) {
+		b := b.on(t)
+		b.do("the sessions page", chromedp.Click(chromedp.CSS(`header nav a[href="/sessions"]`)), chromedp.WaitVisible(chromedp.CSS("#session-open")))
+		b.do("opening a session", chromedp.Click(chromedp.CSS("#session-open")), chromedp.WaitVisible(chromedp.CSS("#session-command")))
+		b.do("a command",
+			chromedp.SetValue(chromedp.CSS("#session-command"), "echo hello > note.txt; cat note.txt"),
+			chromedp.Click(chromedp.CSS("#session-run")))
+		b.waitFor("its output and the file", `document.getElementById("session-output")?.textContent === "hello\n" && document.getElementById("files-list")?.textContent.includes("note.txt")`)
+		list, err := c.Sessions(context.Background())
+		if err != nil || len(list) != 1 {
+			t.Fatalf("sessions after opening one in the page: %v %v", list, err)
+		}
+		id := list[0].ID
+
+		// Upload: a file chosen in the page lands in the session.
+		local := filepath.Join(t.TempDir(), "data.bin")
+		data := bytes.Repeat([]byte("0123456789abcdef"), 64<<10) // 1 MiB
+		if err := os.WriteFile(local, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		b.do("uploading a file", chromedp.SetUploadFiles(chromedp.CSS("#files-upload"), []string{local}))
+		b.waitFor("the uploaded file in the list", `document.getElementById("files-list")?.textContent.includes("data.bin")`)
+		got, _, err := c.ReadFile(context.Background(), id, "data.bin", 2<<20)
+		if err != nil || !bytes.Equal(got, data) {
+			t.Errorf("the uploaded file in the session: %d bytes (%v), want the 1 MiB chosen", len(got), err)
+		}
+
+		// Download: a file clicked in the list is saved by the browser.
+		downloads := t.TempDir()
+		b.do("allowing downloads", chromedp.Func(func(ctx context.Context, _ *chromedp.Target) error {
+			_, err := chromedp.CallBrowser(ctx, cdpbrowser.SetDownloadBehavior, cdpbrowser.SetDownloadBehaviorParams{
+				Behavior: cdpbrowser.SetDownloadBehaviorBehaviorAllow, DownloadPath: downloads})
+			return err
+		}))
+		b.do("downloading note.txt", chromedp.Click(chromedp.JSPath(`[...document.querySelectorAll("#files-list a")].find(a => a.textContent === "note.txt")`)))
+		var saved []byte
+		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+			if saved, err = os.ReadFile(filepath.Join(downloads, "note.txt")); err == nil && len(saved) > 0 {
+				break
+			}
+		}
+		if string(saved) != "hello\n" {
+			t.Errorf("downloaded note.txt holds %q (%v), want hello", saved, err)
+		}
+		b.screenshot("sessions")
+		b.do("closing it", chromedp.Click(chromedp.CSS("#session-close")))
+		b.waitFor("the panel to go", `document.getElementById("session-command") === null`)
+		if list, err := c.Sessions(context.Background()); err != nil || len(list) != 0 {
+			t.Errorf("sessions after closing it in the page: %v %v", list, err)
+		}
+	})
+
+	t.Run("status", func(t *testing.T) {
+		b := b.on(t)
+		h, err := c.Health(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.do("the status page", chromedp.Click(chromedp.CSS(`header nav a[href="/status"]`)), chromedp.WaitVisible(chromedp.CSS("#status-choice")))
+		if got := b.text("#status-choice"); !strings.Contains(got, "auto picks "+h.Backend) {
+			t.Errorf("status says %q, want auto picks %s", got, h.Backend)
+		}
+		b.waitFor("audit rows", `document.querySelectorAll("#audit-list tr").length > 0`)
+		// Activity while the page watches: the executions chart rises.
+		for range 5 {
+			if _, err := c.Execute(context.Background(), &v1.FunctionRequest{Code: "def main():\n    return 1\n"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		b.waitFor("the executions chart to show them", `/max [1-9]|max 0\.[1-9]/.test(document.querySelector("#chart-runs figcaption")?.textContent)`)
+		b.screenshot("status")
+	})
+}
+
+// jsString quotes s as a JavaScript string literal.
+func jsString(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
