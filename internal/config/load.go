@@ -23,9 +23,10 @@ const envPrefix = "EXECBOX_"
 
 // nonKeyEnv are execbox's variables that are not configuration keys.
 var nonKeyEnv = map[string]bool{
-	"EXECBOX_CONFIG":  true, // the config file
-	"EXECBOX_TOKEN":   true, // API token; never read or printed here
-	"EXECBOX_REQUIRE": true, // tests: prerequisites that must be present
+	"EXECBOX_CONFIG":      true, // the config file
+	"EXECBOX_TOKEN":       true, // API token; never read or printed here
+	"EXECBOX_REQUIRE":     true, // tests: prerequisites that must be present
+	"EXECBOX_SCREENSHOTS": true, // tests: where the playground test saves its screenshots
 	// The scripts' own knobs (scripts/, deploy/), which may be exported.
 	"EXECBOX_DOCKERD_RUN": true, "EXECBOX_DOCKERD_DATA": true,
 	"EXECBOX_RUNSC_CACHE": true, "EXECBOX_RUNSC_VERSION": true, "EXECBOX_TEST_BINARY": true,
