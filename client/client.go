@@ -225,6 +225,13 @@ func (c *Client) sendRaw(ctx context.Context, method, path string, q url.Values,
 		req.Header.Set("Content-Type", contentType)
 	}
 	req.Header.Set("Accept", accept)
+	if cl, ok := ctx.Value(callerKey{}).(v1.Caller); ok {
+		for h, v := range map[string]string{headerRunID: cl.RunID, headerNodeName: cl.NodeName, headerToolCallID: cl.ToolCallID} {
+			if v != "" {
+				req.Header.Set(h, v)
+			}
+		}
+	}
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
 	}

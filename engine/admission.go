@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/execbox/execbox/event"
 	"github.com/execbox/execbox/sandbox"
 )
 
@@ -202,13 +203,27 @@ func (t *Ticket) Limits() sandbox.Limits { return t.spec.Limits }
 // admitted spec under the configured policy. The ticket stays held after
 // Run returns, until Release.
 func (t *Ticket) Run(ctx context.Context, sel sandbox.Selection, p *sandbox.Process) (*sandbox.Result, error) {
-	b, _, err := t.e.Select(ctx, sel)
-	if err != nil {
+	if err := p.Validate(); err != nil {
 		return nil, err
 	}
 	spec := t.spec
 	spec.Policy = t.e.Policy(spec.Policy)
-	return sandbox.Run(ctx, b, spec, p)
+	if err := spec.Validate(); err != nil {
+		return nil, err
+	}
+	return t.e.execute(ctx, event.Event{Kind: event.KindRun}, func(ctx context.Context, a *attempt) (*sandbox.Result, error) {
+		b, _, err := t.e.Select(ctx, sel)
+		if err != nil {
+			return nil, a.selectFault(err)
+		}
+		a.selected(b)
+		sb, err := b.Create(ctx, spec)
+		if err != nil {
+			return nil, a.createFault(err)
+		}
+		a.started = true
+		return sandbox.RunIn(ctx, sb, spec, p)
+	})
 }
 
 // Release gives the slot and the result memory back. It is safe to call

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/execbox/execbox/event"
 	"github.com/execbox/execbox/function"
 	"github.com/execbox/execbox/sandbox"
 )
@@ -85,6 +86,12 @@ type Options struct {
 	// Functions configure the function executor that Functions returns.
 	// Its Policy field is ignored: Policy above applies to every call.
 	Functions function.Options
+	// Retries say how executions are tried again after an infrastructure
+	// fault.
+	Retries RetryOptions
+	// Events is the bus the engine publishes its events on (Events); nil
+	// makes one.
+	Events *event.Bus
 }
 
 // Engine owns the backends and runs requests on them.
@@ -98,6 +105,7 @@ type Engine struct {
 	functions *function.Executor
 	sessions  sessions
 	pools     *pools
+	events    *event.Bus
 
 	mu     sync.Mutex
 	health map[string]*probe
@@ -154,7 +162,14 @@ func New(o Options) (*Engine, error) {
 	if err := o.Defaults.Within(o.Max); err != nil {
 		return nil, sandbox.Errorf(sandbox.ErrInvalid, "config_invalid", "the default limits: %w", err)
 	}
-	e := &Engine{opts: o, backends: map[string]sandbox.Backend{}, health: map[string]*probe{}, configs: map[string]any{}, stop: make(chan struct{}),
+	if err := o.Retries.validate(); err != nil {
+		return nil, err
+	}
+	o.Retries = o.Retries.withDefaults()
+	if o.Events == nil {
+		o.Events = &event.Bus{}
+	}
+	e := &Engine{opts: o, events: o.Events, sessions: sessions{bus: o.Events}, backends: map[string]sandbox.Backend{}, health: map[string]*probe{}, configs: map[string]any{}, stop: make(chan struct{}),
 		gate: newGate(o.MaxRuns, o.ReservedRuns, o.OwnerRuns, o.ResultMemory, o.QueueDepth, o.QueueWait, o.AdmissionObserver)}
 	fx, err := function.New(function.EngineFunc(e.run), o.Functions)
 	if err != nil {
@@ -297,19 +312,36 @@ func (e *Engine) Run(ctx context.Context, sel sandbox.Selection, spec sandbox.Sp
 	return t.Run(ctx, sel, p)
 }
 
-// run is Run without a slot: the function executor has its own bound.
+// run is Run without a slot, for the function executor (which has its own
+// bound): a pooled sandbox when one fits, else a fresh one.
 func (e *Engine) run(ctx context.Context, sel sandbox.Selection, spec sandbox.Spec, p *sandbox.Process) (*sandbox.Result, error) {
-	b, _, err := e.Select(ctx, sel)
-	if err != nil {
+	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	if res, ok, err := e.pools.call(ctx, b.Name(), spec, p); ok {
-		return res, err
-	}
-	if spec, err = e.prepare(spec); err != nil {
-		return nil, err
-	}
-	return sandbox.Run(ctx, b, spec, p)
+	return e.execute(ctx, event.Event{Kind: event.KindFunction}, func(ctx context.Context, a *attempt) (*sandbox.Result, error) {
+		b, _, err := e.Select(ctx, sel)
+		if err != nil {
+			return nil, a.selectFault(err)
+		}
+		a.selected(b)
+		if res, ok, err := e.pools.call(ctx, b.Name(), spec, p); ok {
+			a.started = true
+			return res, err
+		}
+		spec, err := e.prepare(spec)
+		if err == nil {
+			err = spec.Validate()
+		}
+		if err != nil {
+			return nil, err
+		}
+		sb, err := b.Create(ctx, spec)
+		if err != nil {
+			return nil, a.createFault(err)
+		}
+		a.started = true
+		return sandbox.RunIn(ctx, sb, spec, p)
+	})
 }
 
 // Create selects a backend for sel and creates a sandbox on it (sessions)

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/execbox/execbox/event"
 	"github.com/execbox/execbox/sandbox"
 )
 
@@ -44,13 +45,21 @@ func (e *Engine) ObserveSessions(f func(event string, s SessionInfo)) {
 	e.sessions.observers = append(e.sessions.observers, f)
 }
 
-// notify tells the observers of an event.
-func (ss *sessions) notify(event string, info SessionInfo) {
+// notify tells the observers of an event, and publishes it on bus.
+func (ss *sessions) notify(what string, info SessionInfo) {
 	ss.mu.Lock()
-	obs := ss.observers
+	obs, bus := ss.observers, ss.bus
 	ss.mu.Unlock()
 	for _, f := range obs {
-		f(event, info)
+		f(what, info)
+	}
+	if bus != nil {
+		ev := event.Event{Type: "session." + what, Kind: event.KindSession, Owner: info.Owner, Session: info.ID,
+			Backend: info.Backend, Isolation: info.Isolation.String(), Reason: info.Closed}
+		if what != SessionCreated {
+			ev.Duration = time.Since(info.Created)
+		}
+		bus.Publish(ev)
 	}
 }
 
@@ -135,7 +144,8 @@ type sessions struct {
 	pending   map[*Session]bool // being created: they count against the bounds
 	closed    map[string]SessionInfo
 	observers []func(string, SessionInfo)
-	order     []string // closed ids, oldest first, at most maxClosed
+	bus       *event.Bus // the engine's: session events are published there too
+	order     []string   // closed ids, oldest first, at most maxClosed
 }
 
 const maxClosed = 1024
@@ -533,7 +543,11 @@ func (s *Session) Exec(ctx context.Context, p *sandbox.Process) (*sandbox.Result
 		return nil, err
 	}
 	defer release()
-	res, err := s.sb.Exec(ctx, p)
+	base := event.Event{Kind: event.KindSessionExec, Session: s.info.ID}
+	res, err := s.e.execute(ctx, base, func(ctx context.Context, a *attempt) (*sandbox.Result, error) {
+		a.backend, a.iso, a.started = s.info.Backend, s.info.Isolation, true
+		return s.sb.Exec(ctx, p)
+	})
 	if err == nil {
 		s.mu.Lock()
 		s.info.Execs++

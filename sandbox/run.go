@@ -20,6 +20,13 @@ func Run(ctx context.Context, b Backend, spec Spec, p *Process) (res *Result, er
 	if err != nil {
 		return nil, err
 	}
+	return RunIn(ctx, sb, spec, p)
+}
+
+// RunIn is the rest of a one-shot run in sb, just created for spec:
+// WriteFiles (spec.Files) → Exec → Artifacts → Close, sb closed whatever
+// happens (a Close error returned only when everything else succeeded).
+func RunIn(ctx context.Context, sb Sandbox, spec Spec, p *Process) (res *Result, err error) {
 	defer func() {
 		// Close must run even when ctx is already done: cleanup is not optional.
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)

@@ -61,6 +61,9 @@ type AuditRecord struct {
 	Remote string `json:"remote,omitempty"`
 	// Session is the session of a session or session_exec row.
 	Session string `json:"session,omitempty"`
+	// The caller's names for the execution (X-Execbox-Run-Id, …), as its
+	// events carry them.
+	Caller
 }
 
 // Audit is GET /v1/audit.
@@ -78,8 +81,10 @@ type AuditQuery struct {
 	ErrorCode string
 	// Session is the query parameter "session": a session's rows.
 	Session string
-	Since   time.Time
-	Until   time.Time
+	// RunID is the query parameter "run_id": the rows of a caller's run.
+	RunID string
+	Since time.Time
+	Until time.Time
 	// Limit bounds the records returned (newest first): 0 means
 	// DefaultAuditLimit, at most MaxAuditLimit.
 	Limit int
@@ -103,6 +108,7 @@ func (q AuditQuery) Values() url.Values {
 	set("kind", string(q.Operation))
 	set("error_code", q.ErrorCode)
 	set("session", q.Session)
+	set("run_id", q.RunID)
 	if !q.Since.IsZero() {
 		v.Set("since", q.Since.UTC().Format(time.RFC3339Nano))
 	}
@@ -118,12 +124,12 @@ func (q AuditQuery) Values() url.Values {
 // ParseAuditQuery decodes query parameters; an error is ErrInvalid naming
 // the parameter.
 func ParseAuditQuery(v url.Values) (AuditQuery, error) {
-	q := AuditQuery{Token: v.Get("token"), Operation: Operation(v.Get("kind")), ErrorCode: v.Get("error_code"), Session: v.Get("session")}
+	q := AuditQuery{Token: v.Get("token"), Operation: Operation(v.Get("kind")), ErrorCode: v.Get("error_code"), Session: v.Get("session"), RunID: v.Get("run_id")}
 	for k := range v {
 		switch k {
-		case "token", "kind", "error_code", "session", "since", "until", "limit":
+		case "token", "kind", "error_code", "session", "run_id", "since", "until", "limit":
 		default:
-			return q, invalid(k, "unknown query parameter (want token, kind, error_code, session, since, until, limit)")
+			return q, invalid(k, "unknown query parameter (want token, kind, error_code, session, run_id, since, until, limit)")
 		}
 	}
 	var err error

@@ -117,6 +117,10 @@ func (e *FieldError) Error() string { return e.Err.Error() }
 func (e *FieldError) Unwrap() error { return e.Err }
 
 // invalid is an ErrInvalid naming field.
+// Invalid is the error of a request field (or query parameter, or header)
+// that is not valid: 400 invalid_request naming it.
+func Invalid(field, format string, args ...any) error { return invalid(field, format, args...) }
+
 func invalid(field, format string, args ...any) error {
 	return &FieldError{Field: field, Err: sandbox.Errorf(sandbox.ErrInvalid, CodeInvalidRequest, "%s: %s", field, fmt.Sprintf(format, args...))}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -57,6 +58,7 @@ func newEngine(cfg *config.Config, more ...func(*engine.Options)) (*engine.Engin
 			Max: cfg.Sessions.Max, PerOwner: cfg.Sessions.PerToken,
 			TTL: cfg.Sessions.TTL, MaxTTL: cfg.Sessions.MaxTTL, Idle: cfg.Sessions.IdleTimeout, MaxIdle: cfg.Sessions.MaxIdleTimeout,
 		},
+		Retries: engine.RetryOptions{Max: cmp.Or(cfg.Retries.Max, -1), Backoff: cfg.Retries.Backoff},
 		Functions: function.Options{
 			Concurrency:    cfg.Functions.Concurrency,
 			QueueTimeout:   cfg.Functions.QueueTimeout,

@@ -1,7 +1,10 @@
 package main
 
 import (
+	"bytes"
+	"cmp"
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -10,15 +13,18 @@ import (
 	"runtime/debug"
 	"slices"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/execbox/execbox/engine"
+	"github.com/execbox/execbox/event"
 	"github.com/execbox/execbox/internal/audit"
 	"github.com/execbox/execbox/internal/auth"
 	"github.com/execbox/execbox/internal/config"
 	"github.com/execbox/execbox/internal/metrics"
 	"github.com/execbox/execbox/internal/server"
+	"github.com/execbox/execbox/internal/webhook"
 	"github.com/execbox/execbox/sandbox"
 )
 
@@ -85,11 +91,24 @@ func runServe(ctx context.Context, g *globals, listen string) error {
 	}
 
 	m := metrics.New()
-	e, store, closeAll, err := startEngine(cfg, log, func(o *engine.Options) { o.AdmissionObserver = m.AdmissionWait })
+	bus := &event.Bus{OnDrop: m.EventDropped}
+	e, store, closeAll, err := startEngine(cfg, log, func(o *engine.Options) { o.AdmissionObserver, o.Events = m.AdmissionWait, bus })
 	if err != nil {
 		return err
 	}
 	defer closeAll()
+	if cfg.Events.WebhookURL != "" {
+		hook, err := startWebhook(cfg.Events, bus, m, log)
+		if err != nil {
+			return err
+		}
+		// After the server has stopped: the last events get a few seconds.
+		defer func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			hook.Close(ctx)
+		}()
+	}
 	// The name the server was told to listen on is one of its names.
 	hosts := cfg.Server.AllowedHosts
 	if h, _, err := net.SplitHostPort(cfg.Server.Listen); err == nil && h != "" && net.ParseIP(h) == nil {
@@ -110,6 +129,8 @@ func runServe(ctx context.Context, g *globals, listen string) error {
 		AllowedHosts:             hosts,
 		AllowedOrigins:           cfg.Server.AllowedOrigins,
 		PublicMetrics:            cfg.Server.PublicMetrics,
+		EventBuffer:              cfg.Events.StreamBuffer,
+		MaxEventStreams:          cfg.Events.MaxStreams,
 		Playground:               cfg.Server.Playground,
 		FunctionTimeout:          cfg.Functions.Timeout,
 		DrainDelay:               cfg.Server.DrainDelay,
@@ -129,6 +150,28 @@ func runServe(ctx context.Context, g *globals, listen string) error {
 	log.Info("listening", "addr", ln.Addr().String(), "url", "http://"+ln.Addr().String(),
 		"tokens", authn.Names(), "audit", cfg.Audit.Path, "backend", cfg.Backend)
 	return srv.Serve(ctx, ln)
+}
+
+// startWebhook starts delivering bus's events to the configured webhook,
+// its secret read from its file (which only its owner may read).
+func startWebhook(ev config.EventsSection, bus *event.Bus, m *metrics.Metrics, log *slog.Logger) (*webhook.Sender, error) {
+	st, err := os.Stat(ev.WebhookSecretFile)
+	if err == nil && st.Mode().Perm()&0o077 != 0 {
+		err = fmt.Errorf("mode %04o: others may read it (chmod 600)", st.Mode().Perm())
+	}
+	var secret []byte
+	if err == nil {
+		secret, err = os.ReadFile(ev.WebhookSecretFile)
+	}
+	if err != nil {
+		return nil, sandbox.Errorf(sandbox.ErrInvalid, "config_invalid", "events.webhook_secret_file %s: %v", ev.WebhookSecretFile, err)
+	}
+	s, err := webhook.Start(bus, webhook.Options{URL: ev.WebhookURL, Secret: bytes.TrimSpace(secret), Timeout: ev.WebhookTimeout,
+		Retries: cmp.Or(ev.WebhookRetries, -1), Queue: ev.WebhookQueue, Logger: log, OnResult: m.WebhookDelivery})
+	if err != nil {
+		return nil, sandbox.Errorf(sandbox.ErrInvalid, "config_invalid", "events: %v", err)
+	}
+	return s, nil
 }
 
 // memoryLimit is serve's soft memory limit: the result memory, the

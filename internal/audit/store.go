@@ -67,7 +67,10 @@ CREATE TABLE IF NOT EXISTS executions (
 	code        TEXT,
 	error_code  TEXT NOT NULL DEFAULT '',
 	remote      TEXT NOT NULL DEFAULT '',
-	session     TEXT NOT NULL DEFAULT ''
+	session     TEXT NOT NULL DEFAULT '',
+	run_id      TEXT NOT NULL DEFAULT '',
+	node_name   TEXT NOT NULL DEFAULT '',
+	tool_call_id TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS executions_time ON executions(time_ns);
 CREATE INDEX IF NOT EXISTS executions_token ON executions(token, time_ns);
@@ -143,7 +146,7 @@ func Open(path string, o Options) (*Store, error) {
 
 // migrate adds the columns a database made by an older execbox lacks.
 func migrate(db *sql.DB) error {
-	for _, col := range []string{"remote", "session"} {
+	for _, col := range []string{"remote", "session", "run_id", "node_name", "tool_call_id"} {
 		var n int
 		if err := db.QueryRow(`SELECT count(*) FROM pragma_table_info('executions') WHERE name = ?`, col).Scan(&n); err != nil {
 			return err
@@ -257,6 +260,9 @@ type Record struct {
 	// Session is the session an exec ran in, or whose start or end the
 	// row records (kinds session_exec and session).
 	Session string
+	// RunID, NodeName and ToolCallID are what the caller named its
+	// execution by (the X-Execbox-* headers), as its events carry them.
+	RunID, NodeName, ToolCallID string
 }
 
 // Entry is what a caller records: the record plus the code, which the
@@ -314,10 +320,11 @@ func (s *Store) Record(ctx context.Context, e Entry) (Record, error) {
 		exit = *r.ExitCode
 	}
 	_, err := s.db.ExecContext(context.WithoutCancel(ctx), `INSERT INTO executions
-		(id, time_ns, request_id, token, kind, backend, isolation, limits, reason, exit_code, duration_ns, usage, code_sha256, code, error_code, remote, session)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		(id, time_ns, request_id, token, kind, backend, isolation, limits, reason, exit_code, duration_ns, usage, code_sha256, code, error_code, remote, session,
+		 run_id, node_name, tool_call_id)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		r.ID, r.Time.UnixNano(), r.RequestID, r.Token, r.Operation, r.Backend, r.Isolation, limits, r.Reason, exit,
-		int64(r.Duration), usage, r.CodeSHA256, code, r.ErrorCode, r.Remote, r.Session)
+		int64(r.Duration), usage, r.CodeSHA256, code, r.ErrorCode, r.Remote, r.Session, r.RunID, r.NodeName, r.ToolCallID)
 	if err != nil {
 		return r, sandbox.Errorf(sandbox.ErrInternal, "audit_failed", "writing the audit log: %w", err)
 	}
@@ -346,6 +353,8 @@ type Query struct {
 	Operation string
 	ErrorCode string
 	Session   string
+	// RunID: the rows of the executions a caller named by this run id.
+	RunID string
 	// Since and Until bound the time: Since included, Until excluded.
 	Since time.Time
 	Until time.Time
@@ -381,6 +390,9 @@ func (s *Store) Query(ctx context.Context, q Query) ([]Record, int, error) {
 	if q.Session != "" {
 		add("session = ?", q.Session)
 	}
+	if q.RunID != "" {
+		add("run_id = ?", q.RunID)
+	}
 	if !q.Since.IsZero() {
 		add("time_ns >= ?", q.Since.UnixNano())
 	}
@@ -402,7 +414,7 @@ func (s *Store) Query(ctx context.Context, q Query) ([]Record, int, error) {
 		return nil, 0, fmt.Errorf("counting audit records: %w", err)
 	}
 	rows, err := s.db.QueryContext(ctx, `SELECT id, time_ns, request_id, token, kind, backend, isolation, limits, reason,
-		exit_code, duration_ns, usage, code_sha256, code, error_code, remote, session FROM executions`+cond+
+		exit_code, duration_ns, usage, code_sha256, code, error_code, remote, session, run_id, node_name, tool_call_id FROM executions`+cond+
 		" ORDER BY time_ns DESC, seq DESC LIMIT ?", append(args, limit)...)
 	if err != nil {
 		return nil, 0, fmt.Errorf("querying audit records: %w", err)
@@ -415,7 +427,7 @@ func (s *Store) Query(ctx context.Context, q Query) ([]Record, int, error) {
 		var limits, usage, code sql.NullString
 		var exit sql.NullInt64
 		if err := rows.Scan(&r.ID, &t, &r.RequestID, &r.Token, &r.Operation, &r.Backend, &r.Isolation, &limits, &r.Reason,
-			&exit, &dur, &usage, &r.CodeSHA256, &code, &r.ErrorCode, &r.Remote, &r.Session); err != nil {
+			&exit, &dur, &usage, &r.CodeSHA256, &code, &r.ErrorCode, &r.Remote, &r.Session, &r.RunID, &r.NodeName, &r.ToolCallID); err != nil {
 			return nil, 0, fmt.Errorf("reading audit records: %w", err)
 		}
 		r.Time, r.Duration, r.Code = time.Unix(0, t), time.Duration(dur), code.String

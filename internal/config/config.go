@@ -53,6 +53,8 @@ type Config struct {
 	Functions FunctionsSection `yaml:"functions"`
 	Sessions  SessionsSection  `yaml:"sessions"`
 	Pools     PoolsSection     `yaml:"pools"`
+	Retries   RetriesSection   `yaml:"retries"`
+	Events    EventsSection    `yaml:"events"`
 	Server    ServerSection    `yaml:"server"`
 	Auth      AuthSection      `yaml:"auth"`
 	Audit     AuditSection     `yaml:"audit"`
@@ -103,6 +105,35 @@ type PoolsSection struct {
 	Refill int `yaml:"refill"`
 	// MaxAge is how long a sandbox waits in a pool before it is replaced.
 	MaxAge time.Duration `yaml:"max_age"`
+}
+
+// RetriesSection says how an execution is tried again after an
+// infrastructure fault (a backend unavailable, a sandbox that failed to
+// start); never after the program may have started.
+type RetriesSection struct {
+	// Max is how many times (0–10).
+	Max int `yaml:"max"`
+	// Backoff is the wait before the first retry; each next one doubles,
+	// with jitter.
+	Backoff time.Duration `yaml:"backoff"`
+}
+
+// EventsSection configures the delivery of lifecycle events: the
+// server's GET /v1/events streams and the webhook.
+type EventsSection struct {
+	// StreamBuffer is how many events one stream may hold unsent before
+	// it loses them; MaxStreams how many streams are open at once.
+	StreamBuffer int `yaml:"stream_buffer"`
+	MaxStreams   int `yaml:"max_streams"`
+	// WebhookURL, when set, gets every event POSTed, signed with the
+	// HMAC-SHA256 key in WebhookSecretFile (at least 16 bytes), each try
+	// bounded by WebhookTimeout, a failed one tried WebhookRetries times
+	// more; at most WebhookQueue events wait (more are dropped, counted).
+	WebhookURL        string        `yaml:"webhook_url"`
+	WebhookSecretFile string        `yaml:"webhook_secret_file"`
+	WebhookTimeout    time.Duration `yaml:"webhook_timeout"`
+	WebhookRetries    int           `yaml:"webhook_retries"`
+	WebhookQueue      int           `yaml:"webhook_queue"`
 }
 
 // ServerSection configures the HTTP API.
@@ -213,6 +244,8 @@ func Default() *Config {
 			IdleTimeout: 10 * time.Minute, MaxIdleTimeout: 24 * time.Hour},
 		Pools: PoolsSection{Size: 2, Backends: []string{}, Languages: []string{"python", "javascript"},
 			MaxIdleMemory: sandbox.GiB, Refill: 1, MaxAge: 10 * time.Minute},
+		Retries: RetriesSection{Max: 3, Backoff: 200 * time.Millisecond},
+		Events:  EventsSection{StreamBuffer: 256, MaxStreams: 64, WebhookTimeout: 5 * time.Second, WebhookRetries: 3, WebhookQueue: 1024},
 		Server: ServerSection{
 			Listen: "127.0.0.1:8080", MaxBody: sandbox.MiB, AdminRuns: 1, QueueDepth: 64, QueueWait: 10 * time.Second, MaxResultMemory: DefaultResultMemory(sandbox.HostMemory()),
 			WriteTimeout: 60 * time.Second, MaxHeaderBytes: 16 * sandbox.KiB, AllowedHosts: []string{}, AllowedOrigins: []string{},

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/execbox/execbox/sandbox"
 )
@@ -86,6 +87,16 @@ func (c *Config) check() (key, msg string) {
 		{"sessions.ttl", c.Sessions.MaxTTL > 0 && c.Sessions.TTL > c.Sessions.MaxTTL, "is above sessions.max_ttl"},
 		{"sessions.idle_timeout", c.Sessions.MaxIdleTimeout > 0 && c.Sessions.IdleTimeout > c.Sessions.MaxIdleTimeout, "is above sessions.max_idle_timeout"},
 		{"pools.size", c.Pools.Size < 0 || c.Pools.Size > 64, "must be 0 (off) to 64"},
+		{"retries.max", c.Retries.Max < 0 || c.Retries.Max > 10, "must be 0 (none) to 10"},
+		{"retries.backoff", c.Retries.Backoff <= 0 || c.Retries.Backoff > 10*time.Second, "must be above 0 and at most 10s"},
+		{"events.stream_buffer", c.Events.StreamBuffer < 1 || c.Events.StreamBuffer > 65536, "must be 1 to 65536"},
+		{"events.max_streams", c.Events.MaxStreams < 1 || c.Events.MaxStreams > 4096, "must be 1 to 4096"},
+		{"events.webhook_url", c.Events.WebhookURL != "" && !webhookURL(c.Events.WebhookURL), "must be http(s)://host[:port]/path, without credentials"},
+		{"events.webhook_secret_file", (c.Events.WebhookURL != "") != (c.Events.WebhookSecretFile != ""), "is needed with events.webhook_url, and only with it"},
+		{"events.webhook_secret_file", c.Events.WebhookSecretFile != "" && !filepath.IsAbs(c.Events.WebhookSecretFile), "must be an absolute path"},
+		positive("events.webhook_timeout", c.Events.WebhookTimeout <= 0),
+		{"events.webhook_retries", c.Events.WebhookRetries < 0 || c.Events.WebhookRetries > 10, "must be 0 to 10"},
+		{"events.webhook_queue", c.Events.WebhookQueue < 1 || c.Events.WebhookQueue > 1<<20, "must be 1 to 1048576"},
 		{"pools.refill", c.Pools.Refill < 1 || c.Pools.Refill > 16, "must be 1 to 16"},
 		positive("pools.max_idle_memory", c.Pools.MaxIdleMemory <= 0),
 		positive("pools.max_age", c.Pools.MaxAge <= 0),
@@ -216,4 +227,11 @@ func allEnvNames(list []string) bool {
 		}
 	}
 	return true
+}
+
+// webhookURL says whether s is an http(s) URL with a host and no
+// credentials.
+func webhookURL(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" && u.User == nil
 }

@@ -10,11 +10,13 @@ import (
 var rules = []Rule{
 	// The contract is a leaf: a library user gets it and nothing else.
 	{Package: "sandbox", OnlyStd: true},
+	// So are the events, which the wire carries as they are.
+	{Package: "event", OnlyStd: true},
 	{Package: "errmap", OnlyStd: true, Allow: []string{"sandbox"}},
 	// The wire and the Go client: a user of the client gets neither the
 	// engine, nor a backend, nor anything internal, nor yaml.
-	{Package: "api/v1", OnlyStd: true, Allow: []string{"sandbox", "errmap"}},
-	{Package: "client", OnlyStd: true, Allow: []string{"sandbox", "errmap", "api/v1"}},
+	{Package: "api/v1", OnlyStd: true, Allow: []string{"sandbox", "errmap", "event"}},
+	{Package: "client", OnlyStd: true, Allow: []string{"sandbox", "errmap", "api/v1", "event"}},
 	// The engine selects among registered backends; it links none of them,
 	// and no transport.
 	{Package: "engine", Deny: []string{"backend/...", "api/...", "client", "internal/server", "internal/config", "go.yaml.in/..."}},

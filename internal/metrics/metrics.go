@@ -26,6 +26,9 @@ type Metrics struct {
 	poolEvents  *prometheus.CounterVec
 	poolReady   *prometheus.GaugeVec
 	poolRefill  *prometheus.HistogramVec
+	evDropped   *prometheus.CounterVec
+	evStreams   prometheus.Gauge
+	webhook     *prometheus.CounterVec
 }
 
 // New returns a Metrics on a fresh registry.
@@ -88,11 +91,32 @@ func New() *Metrics {
 		Help:    "How long making a pooled sandbox (and starting its runner) took, by backend.",
 		Buckets: []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10},
 	}, []string{"backend"})
-	m.reg.MustRegister(m.admitWait, m.sessions, m.poolEvents, m.poolReady, m.poolRefill)
+	m.evDropped = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "execbox_events_dropped_total",
+		Help: "Events a subscriber lost because it did not keep up (its queue was full), by subscriber: sse (a GET /v1/events stream), webhook, or a library subscriber's name.",
+	}, []string{"subscriber"})
+	m.evStreams = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "execbox_event_streams",
+		Help: "GET /v1/events streams open now (at most events.max_streams).",
+	})
+	m.webhook = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "execbox_webhook_deliveries_total",
+		Help: "Events POSTed to the configured webhook, by result: delivered (2xx), rejected (another status but 429 and 5xx: not retried), failed (no success within the retries).",
+	}, []string{"result"})
+	m.reg.MustRegister(m.admitWait, m.sessions, m.poolEvents, m.poolReady, m.poolRefill, m.evDropped, m.evStreams, m.webhook)
 	m.reg.MustRegister(m.executions, m.duration, m.inFlight, m.busy, m.requests, m.auditErrors, m.authFailed, m.connsClosed,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
+
+// EventDropped counts an event subscriber lost.
+func (m *Metrics) EventDropped(subscriber string) { m.evDropped.WithLabelValues(subscriber).Inc() }
+
+// EventStream counts an events stream opened (+1) or ended (-1).
+func (m *Metrics) EventStream(delta float64) { m.evStreams.Add(delta) }
+
+// WebhookDelivery counts one event's delivery to the webhook by result.
+func (m *Metrics) WebhookDelivery(result string) { m.webhook.WithLabelValues(result).Inc() }
 
 // Handler serves the metrics in the Prometheus text format.
 func (m *Metrics) Handler() http.Handler {

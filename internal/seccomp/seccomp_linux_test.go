@@ -511,7 +511,12 @@ func TestBwrap(t *testing.T) {
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bwrap, "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev",
+	// /usr and /etc only, not the host's whole tree: a recursive bind of /
+	// races with mounts other tests make and remove meanwhile (a docker
+	// container's overlay), which bwrap then fails to remount read-only.
+	cmd := exec.CommandContext(ctx, bwrap, "--ro-bind", "/usr", "/usr", "--ro-bind", "/etc", "/etc",
+		"--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64", "--symlink", "usr/bin", "/bin",
+		"--proc", "/proc", "--dev", "/dev",
 		"--unshare-pid", "--die-with-parent", "--seccomp", "3", "/usr/bin/python3", "-c", pythonScript)
 	cmd.ExtraFiles = []*os.File{r} // fd 3
 	out, err := cmd.CombinedOutput()

@@ -99,7 +99,7 @@ func BackendToWire(c engine.Candidate) v1.Backend {
 // AuditQueryFromWire returns the API's audit filter as the store's.
 func AuditQueryFromWire(q v1.AuditQuery) audit.Query {
 	return audit.Query{
-		Token: q.Token, Operation: string(q.Operation), ErrorCode: q.ErrorCode, Session: q.Session, Since: q.Since, Until: q.Until, Limit: q.Limit,
+		Token: q.Token, Operation: string(q.Operation), ErrorCode: q.ErrorCode, Session: q.Session, RunID: q.RunID, Since: q.Since, Until: q.Until, Limit: q.Limit,
 	}
 }
 
@@ -119,5 +119,6 @@ func AuditRecordToWire(r audit.Record) v1.AuditRecord {
 		ID: r.ID, Time: r.Time, RequestID: r.RequestID, Token: r.Token, Operation: v1.Operation(r.Operation),
 		Backend: r.Backend, Isolation: r.Isolation, Limits: r.Limits, Reason: r.Reason, ExitCode: r.ExitCode,
 		Duration: r.Duration, Usage: r.Usage, CodeSHA256: r.CodeSHA256, Code: r.Code, ErrorCode: r.ErrorCode, Remote: r.Remote, Session: r.Session,
+		Caller: v1.Caller{RunID: r.RunID, NodeName: r.NodeName, ToolCallID: r.ToolCallID},
 	}
 }

@@ -194,6 +194,7 @@ func TestAuditWireJSON(t *testing.T) {
 		Reason: "exited", ExitCode: &exit, Duration: 2 * time.Second,
 		Usage:      &sandbox.Usage{Wall: time.Second, CPU: time.Millisecond, PeakMemory: 1 << 20},
 		CodeSHA256: audit.Hash("<print>"), Code: "<print>", ErrorCode: "busy", Remote: "192.0.2.7", Session: "s1",
+		RunID: "r1", NodeName: "n1", ToolCallID: "c1",
 	}
 	allSet(t, "audit.Record", &rec)
 	got, err := json.Marshal(AuditToWire([]audit.Record{rec, {ID: "fn1", Time: rec.Time, Token: "anonymous", Operation: "lint"}}, 7))
@@ -203,7 +204,8 @@ func TestAuditWireJSON(t *testing.T) {
 	want := `{"records":[{"id":"run1","time":"2026-01-02T03:04:05.000000006Z","request_id":"req1","token":"ci","kind":"run",` +
 		`"backend":"native","isolation":"process","limits":{"wall":1.5,"memory":67108864},"reason":"exited","exit_code":3,` +
 		`"duration_ns":2000000000,"usage":{"wall_ns":1000000000,"cpu_ns":1000000,"peak_memory_bytes":1048576},` +
-		`"code_sha256":"` + audit.Hash("<print>") + `","code":"\u003cprint\u003e","error_code":"busy","remote":"192.0.2.7","session":"s1"},` +
+		`"code_sha256":"` + audit.Hash("<print>") + `","code":"\u003cprint\u003e","error_code":"busy","remote":"192.0.2.7","session":"s1",` +
+		`"run_id":"r1","node_name":"n1","tool_call_id":"c1"},` +
 		`{"id":"fn1","time":"2026-01-02T03:04:05.000000006Z","token":"anonymous","kind":"lint","duration_ns":0}],"total":7}`
 	if string(got) != want {
 		t.Errorf("audit JSON\n got %s\nwant %s", got, want)
@@ -211,8 +213,8 @@ func TestAuditWireJSON(t *testing.T) {
 	if b, _ := json.Marshal(AuditToWire([]audit.Record{}, 0)); string(b) != `{"records":[],"total":0}` {
 		t.Errorf("no records: %s", b)
 	}
-	q := v1.AuditQuery{Token: "ci", Operation: v1.OpLint, ErrorCode: "busy", Since: rec.Time, Until: rec.Time.Add(time.Hour), Limit: 7}
-	if got := AuditQueryFromWire(q); got != (audit.Query{Token: "ci", Operation: "lint", ErrorCode: "busy", Since: q.Since, Until: q.Until, Limit: 7}) {
+	q := v1.AuditQuery{Token: "ci", Operation: v1.OpLint, ErrorCode: "busy", RunID: "r1", Since: rec.Time, Until: rec.Time.Add(time.Hour), Limit: 7}
+	if got := AuditQueryFromWire(q); got != (audit.Query{Token: "ci", Operation: "lint", ErrorCode: "busy", RunID: "r1", Since: q.Since, Until: q.Until, Limit: 7}) {
 		t.Errorf("query %+v", got)
 	}
 }

@@ -34,6 +34,7 @@ func (s *Server) begin(r *http.Request, op v1.Operation) *execution {
 	if in.identity != nil {
 		x.entry.Token = in.identity.Name
 	}
+	x.entry.RunID, x.entry.NodeName, x.entry.ToolCallID = in.caller.RunID, in.caller.NodeName, in.caller.ToolCallID
 	return x
 }
 

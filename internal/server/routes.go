@@ -13,6 +13,7 @@ import (
 
 	v1 "github.com/execbox/execbox/api/v1"
 	"github.com/execbox/execbox/engine"
+	"github.com/execbox/execbox/event"
 	"github.com/execbox/execbox/internal/audit"
 	"github.com/execbox/execbox/internal/auth"
 	"github.com/execbox/execbox/internal/webui"
@@ -46,6 +47,7 @@ func (s *Server) routeTable() []route {
 		{"GET", "/v1/health", token, s.handleHealth},
 		{"GET", "/v1/backends", token, s.handleBackends},
 		{"GET", "/v1/audit", admin, s.handleAudit},
+		{"GET", "/v1/events", token, s.handleEvents},
 		{"GET", "/v1/openapi.json", public, s.handleOpenAPI},
 		{"GET", "/healthz", public, s.handleHealthz},
 		{"GET", "/readyz", public, s.handleReadyz},
@@ -113,6 +115,10 @@ func (s *Server) guard(rt route) http.Handler {
 				return
 			}
 			info.identity = id
+			var ok bool
+			if r, ok = s.withCall(w, r); !ok {
+				return
+			}
 			if rt.access == admin && !id.Admin {
 				what := "token " + id.Name + " is not an admin token"
 				if !s.auth.Enabled() {
@@ -163,6 +169,7 @@ func (s *Server) owner(id *auth.Identity) engine.Owner {
 type info struct {
 	id       string
 	identity *auth.Identity
+	caller   event.Caller // the X-Execbox-* headers
 	attrs    []slog.Attr
 }
 

@@ -72,6 +72,10 @@ type Options struct {
 	AllowedOrigins []string
 	// PublicMetrics serves /metrics without a token.
 	PublicMetrics bool
+	// EventBuffer is how many events one GET /v1/events stream may hold
+	// unsent before it loses them (default 256); MaxEventStreams how many
+	// such streams are open at once (default 64).
+	EventBuffer, MaxEventStreams int
 	// Playground serves the web playground (package webui) at "/": GET
 	// and HEAD of any path that is not the API's.
 	Playground bool
@@ -98,9 +102,11 @@ type Server struct {
 	origins []string // AllowedOrigins, normalised
 	conns   atomic.Pointer[connLimiter]
 
-	draining atomic.Bool
-	closing  atomic.Bool    // the drain delay is over: new executions are refused
-	handlers sync.WaitGroup // requests being handled
+	draining     atomic.Bool
+	drain        chan struct{}  // closed when the drain starts: event streams end
+	closing      atomic.Bool    // the drain delay is over: new executions are refused
+	eventStreams atomic.Int64   // GET /v1/events answers open
+	handlers     sync.WaitGroup // requests being handled
 }
 
 // New checks o and returns a Server.
@@ -142,6 +148,12 @@ func New(o Options) (*Server, error) {
 	if o.ShutdownTimeout <= 0 {
 		o.ShutdownTimeout = 30 * time.Second
 	}
+	if o.EventBuffer <= 0 {
+		o.EventBuffer = 256
+	}
+	if o.MaxEventStreams <= 0 {
+		o.MaxEventStreams = 64
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -155,7 +167,7 @@ func New(o Options) (*Server, error) {
 		}
 		o.Auth = a
 	}
-	s := &Server{opts: o, log: o.Logger, metrics: o.Metrics, auth: o.Auth}
+	s := &Server{opts: o, log: o.Logger, metrics: o.Metrics, auth: o.Auth, drain: make(chan struct{})}
 	for _, h := range o.AllowedHosts {
 		s.hosts = append(s.hosts, hostOnly(h))
 	}
@@ -237,6 +249,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	}
 
 	s.draining.Store(true)
+	close(s.drain)
 	s.log.Info("draining", "drain_delay", s.opts.DrainDelay, "shutdown_timeout", s.opts.ShutdownTimeout)
 	if s.opts.DrainDelay > 0 {
 		time.Sleep(s.opts.DrainDelay)

@@ -369,6 +369,36 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Lifecycle events as they happen (Server-Sent Events).
+         * @description From the moment the stream opens: `execution.started` (each attempt),
+         *     `execution.retrying` (an infrastructure fault; another attempt follows
+         *     after delay_ns), `execution.completed` (the program exited, any exit
+         *     code), `execution.failed` (no program ran, or it ended by a timeout,
+         *     a limit, a cancel), and `session.created|closed|expired|idle`. Each
+         *     SSE event has `id:` the event's seq, `event:` its type and `data:` the
+         *     Event as JSON. A token sees its own events; an admin token everyone's.
+         *     A stream that does not keep up loses events (never slowing an
+         *     execution) and gets an `events.dropped` event saying how many so far.
+         *     Comment lines keep an idle stream alive. At most events.max_streams
+         *     streams are open at once.
+         */
+        get: operations["events"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/openapi.json": {
         parameters: {
             query?: never;
@@ -481,6 +511,38 @@ export interface paths {
 export type webhooks = Record<string, never>;
 export interface components {
     schemas: {
+        Event: {
+            /** @description Numbers the server's events from 1, in order. */
+            seq: number;
+            /** @enum {string} */
+            type: "execution.started" | "execution.retrying" | "execution.completed" | "execution.failed" | "session.created" | "session.closed" | "session.expired" | "session.idle" | "events.dropped";
+            /** Format: date-time */
+            time: string;
+            run_id?: string;
+            node_name?: string;
+            tool_call_id?: string;
+            request_id?: string;
+            /** @description The token's name (when tokens are configured). */
+            token?: string;
+            /** @enum {string} */
+            kind: "run" | "function" | "session_exec" | "session";
+            attempt?: number;
+            backend?: string;
+            isolation?: string;
+            session?: string;
+            /** @description The attempt's duration; a closed session's life. */
+            duration_ns?: number;
+            /** @description How the program ended (exited, timeout, memory_limit, …), or why a session closed. */
+            reason?: string;
+            exit_code?: number;
+            /** @description Why an attempt failed without a result (backend_unavailable, …). */
+            error_code?: string;
+            error?: string;
+            /** @description execution.retrying: the wait before the next attempt. */
+            delay_ns?: number;
+            /** @description events.dropped: how many events this stream lost so far. */
+            dropped?: number;
+        };
         /** @description RFC 9457 problem details with execbox's extensions. */
         Problem: {
             /**
@@ -728,6 +790,10 @@ export interface components {
             remote?: string;
             /** @description The session of a session or session_exec row. */
             session?: string;
+            /** @description The caller's run (X-Execbox-Run-Id), as the events carry it. */
+            run_id?: string;
+            node_name?: string;
+            tool_call_id?: string;
         };
         Audit: {
             records: components["schemas"]["AuditRecord"][];
@@ -924,6 +990,12 @@ export interface components {
         SessionID: string;
         /** @description Relative to the work dir; may hold "/" (sent unescaped); no "..", never through a symlink. */
         FilePath: string;
+        /** @description The caller's run (an agent framework's), carried by every event of this execution (GET /v1/events filters by it). At most 256 bytes of printable ASCII, as the two below. */
+        RunID: string;
+        /** @description The caller's graph node, carried by the events. */
+        NodeName: string;
+        /** @description The caller's tool call, carried by the events. */
+        ToolCallID: string;
     };
     requestBodies: never;
     headers: never;
@@ -938,7 +1010,14 @@ export interface operations {
                 /** @description With 1 or true the result's enforcement field says how each limit was enforced; without it that prose is left out. */
                 explain?: "1" | "true" | "0" | "false";
             };
-            header?: never;
+            header?: {
+                /** @description The caller's run (an agent framework's), carried by every event of this execution (GET /v1/events filters by it). At most 256 bytes of printable ASCII, as the two below. */
+                "X-Execbox-Run-Id"?: components["parameters"]["RunID"];
+                /** @description The caller's graph node, carried by the events. */
+                "X-Execbox-Node-Name"?: components["parameters"]["NodeName"];
+                /** @description The caller's tool call, carried by the events. */
+                "X-Execbox-Tool-Call-Id"?: components["parameters"]["ToolCallID"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -1076,7 +1155,14 @@ export interface operations {
                 stream?: "1" | "true" | "0" | "false";
                 explain?: "1" | "true" | "0" | "false";
             };
-            header?: never;
+            header?: {
+                /** @description The caller's run (an agent framework's), carried by every event of this execution (GET /v1/events filters by it). At most 256 bytes of printable ASCII, as the two below. */
+                "X-Execbox-Run-Id"?: components["parameters"]["RunID"];
+                /** @description The caller's graph node, carried by the events. */
+                "X-Execbox-Node-Name"?: components["parameters"]["NodeName"];
+                /** @description The caller's tool call, carried by the events. */
+                "X-Execbox-Tool-Call-Id"?: components["parameters"]["ToolCallID"];
+            };
             path: {
                 id: components["parameters"]["SessionID"];
             };
@@ -1375,7 +1461,14 @@ export interface operations {
     executeFunction: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description The caller's run (an agent framework's), carried by every event of this execution (GET /v1/events filters by it). At most 256 bytes of printable ASCII, as the two below. */
+                "X-Execbox-Run-Id"?: components["parameters"]["RunID"];
+                /** @description The caller's graph node, carried by the events. */
+                "X-Execbox-Node-Name"?: components["parameters"]["NodeName"];
+                /** @description The caller's tool call, carried by the events. */
+                "X-Execbox-Tool-Call-Id"?: components["parameters"]["ToolCallID"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -1491,6 +1584,8 @@ export interface operations {
                 error_code?: string;
                 /** @description Only this session's rows: its start, its execs and its end. */
                 session?: string;
+                /** @description Only the rows of executions whose caller sent this X-Execbox-Run-Id. */
+                run_id?: string;
                 since?: string;
                 until?: string;
                 limit?: number;
@@ -1514,6 +1609,38 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+        };
+    };
+    events: {
+        parameters: {
+            query?: {
+                /** @description Only events of executions whose caller sent this X-Execbox-Run-Id. */
+                run_id?: string;
+                node_name?: string;
+                tool_call_id?: string;
+                /** @description Comma-separated event types, or prefixes ending in a dot (execution., session.). */
+                type?: string;
+                kind?: "run" | "function" | "session_exec" | "session";
+                session?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The event stream. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/event-stream": components["schemas"]["Event"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            429: components["responses"]["Busy"];
         };
     };
     openapi: {
