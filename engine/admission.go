@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"maps"
 	"sync"
 	"time"
 
@@ -173,6 +174,7 @@ func (e *Engine) Admission() AdmissionStats { return e.gate.stats() }
 type Ticket struct {
 	e       *Engine
 	spec    sandbox.Spec
+	sources map[string]string // where each limit came from
 	release func()
 }
 
@@ -188,12 +190,13 @@ func (e *Engine) Admit(ctx context.Context, owner Owner, spec sandbox.Spec) (*Ti
 	if err != nil {
 		return nil, err
 	}
+	sources := e.sources(spec.Limits.Set())
 	spec.Limits = l
 	release, err := e.gate.take(ctx, owner, l.ResultBytes())
 	if err != nil {
 		return nil, err
 	}
-	return &Ticket{e: e, spec: spec, release: release}, nil
+	return &Ticket{e: e, spec: spec, sources: sources, release: release}, nil
 }
 
 // Limits are the admitted run's limits, defaults and maxima applied.
@@ -222,8 +225,48 @@ func (t *Ticket) Run(ctx context.Context, sel sandbox.Selection, p *sandbox.Proc
 			return nil, a.createFault(err)
 		}
 		a.started = true
-		return sandbox.RunIn(ctx, sb, spec, p)
+		res, err := sandbox.RunIn(ctx, sb, spec, p)
+		if res != nil {
+			t.describe(res, sel)
+		}
+		return res, err
 	})
+}
+
+// describe puts the run's limits in res, and where they, its backend and
+// its network came from.
+func (t *Ticket) describe(res *sandbox.Result, sel sandbox.Selection) {
+	l := t.spec.Limits
+	res.Limits = &l
+	res.Sources = maps.Clone(t.sources)
+	switch {
+	case sel != (sandbox.Selection{}):
+		res.Sources["backend"] = sandbox.FromCall
+	case t.e.opts.Configured["backend"]:
+		res.Sources["backend"] = sandbox.FromConfig
+	default:
+		res.Sources["backend"] = sandbox.FromDefault
+	}
+	res.Sources["network"] = sandbox.FromDefault
+	if t.spec.Policy.Network != "" {
+		res.Sources["network"] = sandbox.FromCall
+	}
+}
+
+// sources says where each limit comes from: the call for those it set,
+// else the configuration or execbox's defaults.
+func (e *Engine) sources(set []string) map[string]string {
+	out := map[string]string{}
+	for _, n := range sandbox.LimitNames() {
+		out[n] = sandbox.FromDefault
+		if e.opts.Configured[n] {
+			out[n] = sandbox.FromConfig
+		}
+	}
+	for _, n := range set {
+		out[n] = sandbox.FromCall
+	}
+	return out
 }
 
 // Release gives the slot and the result memory back. It is safe to call

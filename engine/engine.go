@@ -92,6 +92,10 @@ type Options struct {
 	// Events is the bus the engine publishes its events on (Events); nil
 	// makes one.
 	Events *event.Bus
+	// Configured names the settings the configuration set rather than
+	// execbox's built-in defaults: limit names ("memory", as in JSON) and
+	// "backend". A run's Result.Sources says "config" for them.
+	Configured map[string]bool
 }
 
 // Engine owns the backends and runs requests on them.

@@ -274,3 +274,41 @@ func BenchmarkSubscribers(b *testing.B) {
 		b.ReportMetric(float64(s.Dropped())/float64(b.N), "dropped/op")
 	})
 }
+
+// A run's result says what limits it had and where each came from: the
+// call, the configuration or execbox's defaults; and its backend and
+// network likewise.
+func TestResultSources(t *testing.T) {
+	e, err := New(Options{Backends: []string{"t-flaky"}, Backend: "t-flaky", Defaults: sandbox.Limits{Memory: 300 * sandbox.MiB},
+		Configured: map[string]bool{"memory": true, "backend": true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Close)
+	flakyBackend.set(0, nil, sandbox.Result{Reason: sandbox.ReasonExited})
+	run := func(sel sandbox.Selection, spec sandbox.Spec) *sandbox.Result {
+		t.Helper()
+		res, err := e.Run(context.Background(), sel, spec, &sandbox.Process{Args: []string{"true"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	res := run(sandbox.Selection{}, sandbox.Spec{Limits: sandbox.Limits{Wall: 5 * time.Second}})
+	want := map[string]string{"wall": "call", "memory": "config", "pids": "default", "output_limit_kill": "default", "backend": "config", "network": "default"}
+	for k, v := range want {
+		if res.Sources[k] != v {
+			t.Errorf("sources[%s] = %q, want %q (%v)", k, res.Sources[k], v, res.Sources)
+		}
+	}
+	if len(res.Sources) != len(sandbox.LimitNames())+2 {
+		t.Errorf("%d sources, want every limit, backend and network: %v", len(res.Sources), res.Sources)
+	}
+	if res.Limits == nil || res.Limits.Wall != 5*time.Second || res.Limits.Memory != 300*sandbox.MiB {
+		t.Errorf("limits %+v", res.Limits)
+	}
+	res = run(sandbox.Selection{Backend: "t-flaky"}, sandbox.Spec{Limits: sandbox.Limits{Memory: 64 * sandbox.MiB}, Policy: sandbox.Policy{Network: sandbox.NetworkHost}})
+	if res.Sources["memory"] != "call" || res.Sources["backend"] != "call" || res.Sources["network"] != "call" || res.Sources["wall"] != "default" {
+		t.Errorf("sources %v", res.Sources)
+	}
+}

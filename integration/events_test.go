@@ -194,3 +194,24 @@ func TestWebhook(t *testing.T) {
 		t.Errorf("serve with a world-readable webhook secret: %v", err)
 	}
 }
+
+// TestResultSources: a real server's run result says the limits it had
+// and where each came from: the call (wall), the configuration (memory,
+// set by the environment) or execbox's defaults (pids); the backend from
+// the configuration, the network by default.
+func TestResultSources(t *testing.T) {
+	testutil.RequiresRoot(t, "serve")
+	s := startServer(t, []string{"EXECBOX_LIMITS_MEMORY=300m", "EXECBOX_BACKEND=native"})
+	res, err := s.client("").Run(context.Background(), &v1.RunRequest{Command: []string{"true"}, Limits: sandbox.Limits{Wall: 5 * time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, want := range map[string]string{"wall": "call", "memory": "config", "pids": "default", "backend": "config", "network": "default"} {
+		if res.Sources[k] != want {
+			t.Errorf("sources[%s] = %q, want %q (%v)", k, res.Sources[k], want, res.Sources)
+		}
+	}
+	if res.Limits == nil || res.Limits.Memory != 300*sandbox.MiB || res.Limits.Wall != 5*time.Second || res.Limits.Pids != sandbox.Defaults.Pids {
+		t.Errorf("limits %+v", res.Limits)
+	}
+}

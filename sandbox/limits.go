@@ -182,6 +182,45 @@ func (l Limits) fields() []limitField {
 	}
 }
 
+// Set lists the JSON names of l's fields that are not zero
+// (output_limit_kill when it is set).
+func (l Limits) Set() []string {
+	var names []string
+	for _, f := range l.fields() {
+		if f.v != 0 {
+			names = append(names, f.name)
+		}
+	}
+	if l.OutputLimitKill {
+		names = append(names, "output_limit_kill")
+	}
+	return names
+}
+
+// Differ lists the JSON names of the fields where l and o differ.
+func (l Limits) Differ(o Limits) []string {
+	var names []string
+	of := o.fields()
+	for i, f := range l.fields() {
+		if f.v != of[i].v {
+			names = append(names, f.name)
+		}
+	}
+	if l.OutputLimitKill != o.OutputLimitKill {
+		names = append(names, "output_limit_kill")
+	}
+	return names
+}
+
+// LimitNames lists the JSON names of every limit.
+func LimitNames() []string {
+	var names []string
+	for _, f := range (Limits{}).fields() {
+		names = append(names, f.name)
+	}
+	return append(names, "output_limit_kill")
+}
+
 // ResultBytes is the most memory a result under l may hold: both streams
 // at their output limit and the artifacts at theirs. The engine reserves
 // it for every run it admits.

@@ -128,3 +128,16 @@ func TestMaximaFor(t *testing.T) {
 		t.Errorf("HostMemory %d", HostMemory())
 	}
 }
+
+func TestLimitsSetAndDiffer(t *testing.T) {
+	l := Limits{Wall: time.Second, Memory: MiB, OutputLimitKill: true}
+	if got := strings.Join(l.Set(), ","); got != "wall,memory,output_limit_kill" {
+		t.Errorf("Set() = %s", got)
+	}
+	if got := strings.Join(l.Differ(Limits{Wall: time.Second, Pids: 3}), ","); got != "memory,pids,output_limit_kill" {
+		t.Errorf("Differ() = %s", got)
+	}
+	if n := len(LimitNames()); n != 13 {
+		t.Errorf("%d limit names, want 13", n)
+	}
+}

@@ -81,7 +81,20 @@ type Result struct {
 	Enforcement map[string]string `json:"enforcement,omitempty"`
 	// Message explains a sandbox_error or a limit that was hit, for people.
 	Message string `json:"message,omitempty"`
+	// Limits are the limits the run had, defaults applied; Sources says
+	// where each came from, and where its backend and network did:
+	// "call" (the request), "config" (the configuration) or "default"
+	// (execbox's own). Set by the engine for a run it admitted.
+	Limits  *Limits           `json:"limits,omitempty"`
+	Sources map[string]string `json:"sources,omitempty"`
 }
+
+// Where a run's setting came from (Result.Sources).
+const (
+	FromCall    = "call"
+	FromConfig  = "config"
+	FromDefault = "default"
+)
 
 // Usage is what the process tree used, where the backend can measure it.
 type Usage struct {

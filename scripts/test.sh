@@ -118,6 +118,9 @@ bench() {
 bench -bench 'Python|Session' -benchtime 20x ./backend/all/
 bench -bench Start -benchtime 100x ./backend/native/
 bench -bench . -benchtime 20x ./backend/docker/
+# A run's engine cost with no event subscriber, one that never reads and
+# one that takes 10 ms an event: a slow subscriber must not slow runs.
+bench -bench Subscribers -benchtime 2000x ./engine/
 # execbox bench: one Python function call every way — bare exec, raw bwrap,
 # the docker CLI, each backend cold and warm (a pooled sandbox), through
 # the library and HTTP — interleaved; calls/s; an idle pooled sandbox's

@@ -74,6 +74,7 @@ func newEngine(cfg *config.Config, more ...func(*engine.Options)) (*engine.Engin
 			}
 		},
 	}
+	o.Configured = configured(cfg)
 	for _, f := range more {
 		f(&o)
 	}
@@ -91,6 +92,21 @@ func poolOptions(cfg *config.Config) engine.PoolOptions {
 }
 
 // policy is the configured part of every request's sandbox policy.
+// configured names the settings cfg holds at other values than execbox's
+// defaults: the limits (JSON names) and "backend" (a run's Result.Sources
+// says "config" for them).
+func configured(cfg *config.Config) map[string]bool {
+	def := config.Default()
+	out := map[string]bool{}
+	for _, n := range cfg.Limits().Differ(def.Limits()) {
+		out[n] = true
+	}
+	if cfg.Backend != def.Backend {
+		out["backend"] = true
+	}
+	return out
+}
+
 func policy(cfg *config.Config) sandbox.Policy {
 	return sandbox.Policy{
 		EnvAllowlist:   cfg.EnvAllowlist,

@@ -45,6 +45,10 @@ class RunResult:
     artifacts: List[Artifact] = field(default_factory=list)
     skipped: List[Dict[str, str]] = field(default_factory=list)
     enforcement: Dict[str, str] = field(default_factory=dict)
+    # The limits the run had (seconds and bytes), and where each of them,
+    # the backend and the network came from: "call", "config" or "default".
+    limits: Dict[str, Any] = field(default_factory=dict)
+    sources: Dict[str, str] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -63,6 +67,7 @@ class RunResult:
             artifacts=[Artifact(a["path"], a.get("size", 0), a.get("mode", 0), _b64(a.get("data")) or b"")
                        for a in d.get("artifacts") or []],
             skipped=d.get("skipped") or [], enforcement=d.get("enforcement") or {},
+            limits=d.get("limits") or {}, sources=d.get("sources") or {},
         )
 
 

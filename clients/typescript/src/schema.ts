@@ -657,6 +657,11 @@ export interface components {
                 [key: string]: string;
             };
             message?: string;
+            limits?: components["schemas"]["Limits"];
+            /** @description Where each limit (by its name in limits), the backend and the network came from — the request, the configuration, or execbox's defaults. */
+            sources?: {
+                [key: string]: "call" | "config" | "default";
+            };
         };
         StreamEvent: {
             /** @enum {string} */
