@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -410,13 +411,25 @@ func TestPlayground(t *testing.T) {
 			t.Errorf("status says %q, want auto picks %s", got, h.Backend)
 		}
 		b.waitFor("audit rows", `document.querySelectorAll("#audit-list tr").length > 0`)
-		// Activity while the page watches: the executions chart rises.
+		// The page's live event stream is open before the activity.
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			_, _, m := s.raw("GET", "/metrics", "", "Authorization", "Bearer "+token)
+			if regexp.MustCompile(`(?m)^execbox_event_streams [1-9]`).MatchString(m) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the status page opened no event stream within 30s")
+			}
+		}
+		// Activity while the page watches: the executions chart rises, the
+		// events show.
 		for range 5 {
 			if _, err := c.Execute(context.Background(), &v1.FunctionRequest{Code: "def main():\n    return 1\n"}); err != nil {
 				t.Fatal(err)
 			}
 		}
 		b.waitFor("the executions chart to show them", `/max [1-9]|max 0\.[1-9]/.test(document.querySelector("#chart-runs figcaption")?.textContent)`)
+		b.waitFor("their events in the live list", `[...document.querySelectorAll("#events-list tr")].filter(r => r.textContent.includes("execution.completed")).length >= 5`)
 		b.screenshot("status")
 	})
 }

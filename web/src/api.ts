@@ -14,12 +14,14 @@ function make(): Client {
   return new Client(location.origin, { token: sessionStorage.getItem(key) ?? undefined });
 }
 
-/** call runs f with the client; a 401 asks for a token. */
+/** call runs f with the client; a 401 asks for a token — unless a new
+ * token was given meanwhile (the refusal is of the old one). */
 export async function call<T>(f: (c: Client) => Promise<T>): Promise<T> {
+  const used = client;
   try {
-    return await f(client);
+    return await f(used);
   } catch (e) {
-    if (e instanceof ExecboxError && e.status === 401) login(e.message);
+    if (e instanceof ExecboxError && e.status === 401 && used === client) login(e.message);
     throw e;
   }
 }

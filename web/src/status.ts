@@ -9,14 +9,45 @@ export function statusPage(root: HTMLElement): () => void {
   const health = h("div", { id: "status-health" }, h("p", { class: "muted" }, "loading…"));
   const charts = new Charts();
   const audit = auditView();
+  const events = new AbortController();
   root.append(
     h("section", { class: "card" }, h("h1", {}, "Backends"), health),
     h("section", { class: "card" }, h("h2", {}, "Activity (per second, last 2 minutes)"), charts.element),
+    h("section", { class: "card" }, h("h2", {}, "Events (live)"), eventsView(events.signal)),
     h("section", { class: "card" }, h("h2", {}, "Audit log"), audit));
   loadHealth(health);
   charts.poll();
   const timer = setInterval(() => charts.poll(), 2000);
-  return () => clearInterval(timer);
+  return () => {
+    clearInterval(timer);
+    events.abort();
+  };
+}
+
+/** The latest lifecycle events, newest first, as the server streams them. */
+function eventsView(signal: AbortSignal): HTMLElement {
+  const body = h("tbody", { id: "events-list" });
+  const msg = h("p", { class: "meta", id: "events-msg" }, "listening…");
+  (async () => {
+    try {
+      for await (const e of await call(async (c) => c.events({}, signal))) {
+        if (e.type === "events.dropped") {
+          msg.textContent = `this page lost ${e.dropped} event(s): it did not keep up`;
+          continue;
+        }
+        if (msg.textContent === "listening…") msg.textContent = "";
+        body.prepend(h("tr", {}, h("td", {}, new Date(e.time).toLocaleTimeString()), h("td", {}, e.type), h("td", {}, e.kind),
+          h("td", {}, e.run_id ?? ""), h("td", {}, e.backend ?? ""), h("td", {}, e.reason ?? e.error_code ?? ""),
+          h("td", {}, e.attempt ? String(e.attempt) : "")));
+        while (body.children.length > 50) body.lastElementChild!.remove();
+      }
+      msg.textContent = "the stream ended";
+    } catch (err) {
+      if (!signal.aborted) msg.textContent = describe(err);
+    }
+  })();
+  return h("div", {}, msg,
+    h("table", {}, h("thead", {}, h("tr", {}, ...["time", "type", "kind", "run id", "backend", "reason / error", "attempt"].map((t) => h("th", {}, t)))), body));
 }
 
 async function loadHealth(el: HTMLElement): Promise<void> {

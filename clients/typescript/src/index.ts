@@ -14,6 +14,7 @@ export type SessionRequest = components["schemas"]["SessionRequest"];
 export type SessionInfo = components["schemas"]["Session"];
 export type SessionExec = components["schemas"]["SessionExec"];
 export type FileInfo = components["schemas"]["FileInfo"];
+export type Event = components["schemas"]["Event"];
 
 /** A failure the server (or the way to it) reported, with its stable code. */
 export class ExecboxError extends Error {
@@ -163,6 +164,34 @@ export class Client {
   async audit(q: Record<string, string> = {}): Promise<components["schemas"]["Audit"]> {
     const resp = await this.send("GET", "/v1/audit", undefined, q, "application/json");
     return (await resp.json()) as components["schemas"]["Audit"];
+  }
+
+  /** Lifecycle events from now on (GET /v1/events, server-sent events),
+   * those matching q (run_id, node_name, tool_call_id, type, kind,
+   * session): a token's own, every token's for an admin token. Ends when
+   * signal aborts or the server ends the stream. */
+  async *events(q: Record<string, string> = {}, signal?: AbortSignal): AsyncGenerator<Event> {
+    const resp = await this.send("GET", "/v1/events", undefined, q, "text/event-stream", signal);
+    if (!resp.body) throw new ExecboxError("stream_failed", "the server sent no body");
+    const reader = resp.body.getReader();
+    const dec = new TextDecoder();
+    let buf = "";
+    try {
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (value) buf += dec.decode(value, { stream: true });
+        let nl: number;
+        while ((nl = buf.indexOf("\n")) >= 0) {
+          const line = buf.slice(0, nl);
+          buf = buf.slice(nl + 1);
+          if (line.startsWith("data: ")) yield JSON.parse(line.slice(6)) as Event;
+        }
+        if (done) return;
+      }
+    } catch (e) {
+      if (signal?.aborted) return;
+      throw e;
+    }
   }
 
   /** The Prometheus metrics, as text. */
