@@ -186,6 +186,32 @@ func TestWebhook(t *testing.T) {
 		}
 	}
 
+	// A session open at shutdown: its closing reaches the webhook too (the
+	// sender is closed after the engine).
+	sess, err := c.CreateSession(context.Background(), &v1.SessionRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case e := <-got:
+		if e.Type != event.SessionCreated || e.Session != sess.ID {
+			t.Errorf("delivered %+v, want session.created", e)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no session.created delivered within 10s")
+	}
+	if code := s.stop(); code != 0 {
+		t.Errorf("serve exited %d", code)
+	}
+	select {
+	case e := <-got:
+		if e.Type != event.SessionClosed || e.Session != sess.ID || e.Reason != "shutdown" {
+			t.Errorf("delivered %+v, want session.closed (shutdown)", e)
+		}
+	default:
+		t.Error("the session closed at shutdown was not delivered before serve exited")
+	}
+
 	// A secret file others may read is refused at start.
 	if err := os.Chmod(file, 0o644); err != nil {
 		t.Fatal(err)

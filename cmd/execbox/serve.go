@@ -92,23 +92,24 @@ func runServe(ctx context.Context, g *globals, listen string) error {
 
 	m := metrics.New()
 	bus := &event.Bus{OnDrop: m.EventDropped}
-	e, store, closeAll, err := startEngine(cfg, log, func(o *engine.Options) { o.AdmissionObserver, o.Events = m.AdmissionWait, bus })
-	if err != nil {
-		return err
-	}
-	defer closeAll()
 	if cfg.Events.WebhookURL != "" {
 		hook, err := startWebhook(cfg.Events, bus, m, log)
 		if err != nil {
 			return err
 		}
-		// After the server has stopped: the last events get a few seconds.
+		// Closed last, after the engine (deferred first): the sessions it
+		// closes at shutdown are events too; the last ones get 5 s.
 		defer func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
 			hook.Close(ctx)
 		}()
 	}
+	e, store, closeAll, err := startEngine(cfg, log, func(o *engine.Options) { o.AdmissionObserver, o.Events = m.AdmissionWait, bus })
+	if err != nil {
+		return err
+	}
+	defer closeAll()
 	// The name the server was told to listen on is one of its names.
 	hosts := cfg.Server.AllowedHosts
 	if h, _, err := net.SplitHostPort(cfg.Server.Listen); err == nil && h != "" && net.ParseIP(h) == nil {
