@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/execbox/execbox/internal/webhook"
 	"github.com/execbox/execbox/sandbox"
 )
 
@@ -91,7 +92,7 @@ func (c *Config) check() (key, msg string) {
 		{"retries.backoff", c.Retries.Backoff <= 0 || c.Retries.Backoff > 10*time.Second, "must be above 0 and at most 10s"},
 		{"events.stream_buffer", c.Events.StreamBuffer < 1 || c.Events.StreamBuffer > 65536, "must be 1 to 65536"},
 		{"events.max_streams", c.Events.MaxStreams < 1 || c.Events.MaxStreams > 4096, "must be 1 to 4096"},
-		{"events.webhook_url", c.Events.WebhookURL != "" && !webhookURL(c.Events.WebhookURL), "must be http(s)://host[:port]/path, without credentials"},
+		{"events.webhook_url", c.Events.WebhookURL != "" && webhook.CheckURL(c.Events.WebhookURL) != nil, "must be http(s)://host[:port]/path, without credentials"},
 		{"events.webhook_secret_file", (c.Events.WebhookURL != "") != (c.Events.WebhookSecretFile != ""), "is needed with events.webhook_url, and only with it"},
 		{"events.webhook_secret_file", c.Events.WebhookSecretFile != "" && !filepath.IsAbs(c.Events.WebhookSecretFile), "must be an absolute path"},
 		positive("events.webhook_timeout", c.Events.WebhookTimeout <= 0),
@@ -227,11 +228,4 @@ func allEnvNames(list []string) bool {
 		}
 	}
 	return true
-}
-
-// webhookURL says whether s is an http(s) URL with a host and no
-// credentials.
-func webhookURL(s string) bool {
-	u, err := url.Parse(s)
-	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" && u.User == nil
 }

@@ -76,11 +76,20 @@ func Sign(secret []byte, ts string, body []byte) string {
 	return "sha256=" + hex.EncodeToString(m.Sum(nil))
 }
 
+// CheckURL says whether s can be a webhook's URL: http or https, a host,
+// no credentials.
+func CheckURL(s string) error {
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
+		return fmt.Errorf("webhook URL %q: want http(s)://host[:port]/path, without credentials", s)
+	}
+	return nil
+}
+
 // Check validates o's URL and secret.
 func (o Options) Check() error {
-	u, err := url.Parse(o.URL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
-		return fmt.Errorf("webhook URL %q: want http(s)://host[:port]/path, without credentials", o.URL)
+	if err := CheckURL(o.URL); err != nil {
+		return err
 	}
 	if len(o.Secret) < 16 {
 		return errors.New("webhook secret: at least 16 bytes")
