@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -186,6 +188,9 @@ type Ticket struct {
 // QueueWait), and is refused with ErrBusy, code "busy", when the queue is
 // full or the wait passes. The caller must Release the ticket.
 func (e *Engine) Admit(ctx context.Context, owner Owner, spec sandbox.Spec) (*Ticket, error) {
+	if err := e.checkImage(spec.Image); err != nil {
+		return nil, err
+	}
 	l, err := e.Limits(spec.Limits)
 	if err != nil {
 		return nil, err
@@ -220,6 +225,9 @@ func (t *Ticket) Run(ctx context.Context, sel sandbox.Selection, p *sandbox.Proc
 			return nil, a.selectFault(err)
 		}
 		a.selected(b)
+		if spec.Image != "" && !b.Capabilities().Images {
+			return nil, errorf(sandbox.ErrInvalid, "image_unsupported", "image %q: backend %s has no images (it runs on the host's files); choose a backend that has, such as docker", spec.Image, b.Name())
+		}
 		sb, err := b.Create(ctx, spec)
 		if err != nil {
 			return nil, a.createFault(err)
@@ -247,10 +255,32 @@ func (t *Ticket) describe(res *sandbox.Result, sel sandbox.Selection) {
 	default:
 		res.Sources["backend"] = sandbox.FromDefault
 	}
-	res.Sources["network"] = sandbox.FromDefault
-	if t.spec.Policy.Network != "" {
-		res.Sources["network"] = sandbox.FromCall
+	res.Sources["network"] = fromCall(t.spec.Policy.Network != "")
+	res.Sources["image"] = fromCall(t.spec.Image != "")
+	res.Sources["tmp_exec"] = fromCall(t.spec.Policy.TmpExec)
+}
+
+// fromCall is where a setting with no configuration key came from.
+func fromCall(set bool) string {
+	if set {
+		return sandbox.FromCall
 	}
+	return sandbox.FromDefault
+}
+
+// checkImage refuses an image the configuration does not list.
+func (e *Engine) checkImage(image string) error {
+	if image == "" || slices.Contains(e.opts.Images, image) {
+		return nil
+	}
+	return errorf(sandbox.ErrDenied, "image_denied", "image %q is not one a request may name; the configuration's images key lists them (now: %s)", image, orNone(e.opts.Images))
+}
+
+func orNone(l []string) string {
+	if len(l) == 0 {
+		return "none"
+	}
+	return strings.Join(l, ", ")
 }
 
 // sources says where each limit comes from: the call for those it set,

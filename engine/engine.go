@@ -92,6 +92,10 @@ type Options struct {
 	// Events is the bus the engine publishes its events on (Events); nil
 	// makes one.
 	Events *event.Bus
+	// Images are the images a request may name (Spec.Image), on a backend
+	// that has images; a request naming another is refused before it runs.
+	// The backends' configured images need no listing.
+	Images []string
 	// Configured names the settings the configuration set rather than
 	// execbox's built-in defaults: limit names ("memory", as in JSON) and
 	// "backend". A run's Result.Sources says "config" for them.

@@ -295,20 +295,42 @@ func TestResultSources(t *testing.T) {
 		return res
 	}
 	res := run(sandbox.Selection{}, sandbox.Spec{Limits: sandbox.Limits{Wall: 5 * time.Second}})
-	want := map[string]string{"wall": "call", "memory": "config", "pids": "default", "output_limit_kill": "default", "backend": "config", "network": "default"}
+	want := map[string]string{"wall": "call", "memory": "config", "pids": "default", "output_limit_kill": "default", "backend": "config", "network": "default",
+		"image": "default", "tmp_exec": "default"}
 	for k, v := range want {
 		if res.Sources[k] != v {
 			t.Errorf("sources[%s] = %q, want %q (%v)", k, res.Sources[k], v, res.Sources)
 		}
 	}
-	if len(res.Sources) != len(sandbox.LimitNames())+2 {
-		t.Errorf("%d sources, want every limit, backend and network: %v", len(res.Sources), res.Sources)
+	if len(res.Sources) != len(sandbox.LimitNames())+4 {
+		t.Errorf("%d sources, want every limit, backend, network, image and tmp_exec: %v", len(res.Sources), res.Sources)
 	}
 	if res.Limits == nil || res.Limits.Wall != 5*time.Second || res.Limits.Memory != 300*sandbox.MiB {
 		t.Errorf("limits %+v", res.Limits)
 	}
-	res = run(sandbox.Selection{Backend: "t-flaky"}, sandbox.Spec{Limits: sandbox.Limits{Memory: 64 * sandbox.MiB}, Policy: sandbox.Policy{Network: sandbox.NetworkHost}})
-	if res.Sources["memory"] != "call" || res.Sources["backend"] != "call" || res.Sources["network"] != "call" || res.Sources["wall"] != "default" {
+	res = run(sandbox.Selection{Backend: "t-flaky"}, sandbox.Spec{Limits: sandbox.Limits{Memory: 64 * sandbox.MiB}, Policy: sandbox.Policy{Network: sandbox.NetworkHost, TmpExec: true}})
+	if res.Sources["memory"] != "call" || res.Sources["backend"] != "call" || res.Sources["network"] != "call" || res.Sources["wall"] != "default" || res.Sources["tmp_exec"] != "call" {
 		t.Errorf("sources %v", res.Sources)
+	}
+}
+
+// A run may name only a listed image, and only on a backend that has
+// images; both refusals come before any sandbox is created.
+func TestImages(t *testing.T) {
+	e, err := New(Options{Backends: []string{"t-flaky"}, Backend: "t-flaky", Images: []string{"python:alt"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Close)
+	flakyBackend.set(0, nil, sandbox.Result{Reason: sandbox.ReasonExited})
+	before := flakyBackend.count()
+	for image, code := range map[string]string{"python:other": "image_denied", "python:alt": "image_unsupported"} {
+		_, err := e.Run(context.Background(), sandbox.Selection{}, sandbox.Spec{Image: image}, &sandbox.Process{Args: []string{"true"}})
+		if sandbox.CodeOf(err) != code {
+			t.Errorf("image %s: %v, want %s", image, err, code)
+		}
+	}
+	if n := flakyBackend.count() - before; n != 0 {
+		t.Errorf("%d sandboxes created for refused images", n)
 	}
 }

@@ -55,6 +55,8 @@ type Capabilities struct {
 	Isolation Isolation `json:"isolation"`
 	// Sessions is true when a Sandbox may run Exec more than once.
 	Sessions bool `json:"sessions"`
+	// Images is true when Spec.Image chooses the root filesystem.
+	Images bool `json:"images,omitempty"`
 	// Networks lists the network modes the backend supports.
 	Networks []Network `json:"networks"`
 	// Limits maps each limit to how this backend enforces it, as far as is

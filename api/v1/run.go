@@ -42,6 +42,16 @@ type RunRequest struct {
 	Backend      string `json:"backend,omitempty"`
 	Tier         string `json:"tier,omitempty"`
 	MinIsolation string `json:"min_isolation,omitempty"`
+	// Image names the root filesystem on a backend that has images
+	// (docker); it must be one the configuration lists (images). Empty is
+	// the backend's configured image.
+	Image string `json:"image,omitempty"`
+	// TmpExec lets programs run from /tmp, mounted noexec by default.
+	TmpExec bool `json:"tmp_exec,omitempty"`
+	// Scope names a group of runs that may share a reused environment
+	// (docker's reuse_container); the server keeps each token's scopes
+	// apart. Empty shares nothing.
+	Scope string `json:"scope,omitempty"`
 }
 
 // RunResult is the answer to POST /v1/runs: the sandbox's Result,
@@ -156,6 +166,14 @@ func (r *RunRequest) Build(base sandbox.Policy) (sandbox.Spec, *sandbox.Process,
 	case len(r.StdinBase64) > 0:
 		p.Stdin = bytes.NewReader(r.StdinBase64)
 	}
+	if err := checkName(r.Image, 255, "/:@"); err != nil {
+		return spec, nil, invalid("image", "%v", err)
+	}
+	if err := checkName(r.Scope, 64, ""); err != nil {
+		return spec, nil, invalid("scope", "%v", err)
+	}
+	spec.Image, spec.Scope = r.Image, r.Scope
+	spec.Policy.TmpExec = spec.Policy.TmpExec || r.TmpExec
 	if err := spec.Limits.Validate(); err != nil {
 		return spec, nil, &FieldError{Field: "limits", Err: err}
 	}
@@ -166,4 +184,19 @@ func (r *RunRequest) Build(base sandbox.Policy) (sandbox.Spec, *sandbox.Process,
 		return spec, nil, err
 	}
 	return spec, p, nil
+}
+
+// checkName checks a name a caller gives (an image, a scope): at most max
+// bytes of letters, digits, ".", "_", "-" and the given extra characters.
+func checkName(s string, max int, extra string) error {
+	if len(s) > max {
+		return fmt.Errorf("longer than %d bytes", max)
+	}
+	for _, c := range s {
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("._-"+extra, c)
+		if !ok {
+			return fmt.Errorf("%q: only letters, digits and ._-%s", s, extra)
+		}
+	}
+	return nil
 }

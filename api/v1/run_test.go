@@ -88,3 +88,29 @@ func TestBuild(t *testing.T) {
 		t.Fatalf("at the bounds: %v", err)
 	}
 }
+
+// The per-call constraints: image and scope are names within their
+// bounds (both sides), tmp_exec relaxes only /tmp's noexec.
+func TestBuildConstraints(t *testing.T) {
+	spec, _, err := (&RunRequest{Command: []string{"x"}, Image: "registry:5000/py:3.12@sha256-x", Scope: strings.Repeat("s", 64), TmpExec: true}).Build(sandbox.Policy{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if spec.Image != "registry:5000/py:3.12@sha256-x" || spec.Scope != strings.Repeat("s", 64) || !spec.Policy.TmpExec {
+		t.Fatalf("%+v", spec)
+	}
+	if spec, _, _ := (&RunRequest{Command: []string{"x"}}).Build(sandbox.Policy{}); spec.Policy.TmpExec || spec.Image != "" || spec.Scope != "" {
+		t.Fatalf("defaults: %+v", spec)
+	}
+	for _, r := range []RunRequest{
+		{Command: []string{"x"}, Image: strings.Repeat("i", 256)},
+		{Command: []string{"x"}, Image: "py thon"},
+		{Command: []string{"x"}, Scope: strings.Repeat("s", 65)},
+		{Command: []string{"x"}, Scope: "a/b"},
+	} {
+		var fe *FieldError
+		if _, _, err := r.Build(sandbox.Policy{}); !errors.As(err, &fe) || fe.Field != "image" && fe.Field != "scope" {
+			t.Errorf("%q %q: %v, want a field error", r.Image, r.Scope, err)
+		}
+	}
+}

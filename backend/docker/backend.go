@@ -101,7 +101,7 @@ func (b *Backend) Capabilities() sandbox.Capabilities {
 	if b.iso == sandbox.IsolationKernel {
 		nets = nets[:1] // gVisor keeps its own loopback-only stack
 	}
-	return sandbox.Capabilities{Isolation: b.iso, Sessions: true, Networks: nets, Limits: enforcement}
+	return sandbox.Capabilities{Isolation: b.iso, Sessions: true, Images: true, Networks: nets, Limits: enforcement}
 }
 
 // Health asks the engine, checks the runtime and the image, and really runs

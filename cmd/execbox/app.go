@@ -47,6 +47,7 @@ func newEngine(cfg *config.Config, more ...func(*engine.Options)) (*engine.Engin
 		Defaults:        cfg.Limits(),
 		Max:             cfg.MaxLimit,
 		Policy:          policy(cfg),
+		Images:          cfg.Images,
 		HealthCache:     filepath.Join(stateDir, "health.json"),
 		MaxRuns:         cfg.Server.MaxRuns,
 		ReservedRuns:    cfg.Server.AdminRuns,

@@ -86,6 +86,8 @@ func (f *runFlags) remoteRequest(args []string) (*v1.RunRequest, error) {
 		Backend:      f.sel.Backend,
 		Tier:         f.sel.Tier,
 		MinIsolation: f.sel.MinIsolation,
+		Image:        spec.Image,
+		TmpExec:      spec.Policy.TmpExec,
 	}
 	if f.interactive || !isTerminal(os.Stdin) {
 		in, err := io.ReadAll(io.LimitReader(os.Stdin, maxRemoteStdin+1))

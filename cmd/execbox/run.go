@@ -31,7 +31,8 @@ type runFlags struct {
 	memory, timeout, output     string
 	cpus                        float64
 	pids                        int
-	network                     string
+	network, image              string
+	tmpExec                     bool
 	env, files                  []string
 	artifacts                   string
 	workdir                     string
@@ -91,6 +92,8 @@ a limit flag given must be above zero.`,
 	fl.StringVar(&f.output, "output-limit", "", "bytes kept per output stream (e.g. 1m)")
 	fl.BoolVar(&f.oKill, "output-limit-kill", false, "end the run when an output stream passes its limit")
 	fl.StringVar(&f.network, "network", "none", "network: none or host")
+	fl.StringVar(&f.image, "image", "", "root filesystem image, on a backend that has images (docker); one the configuration lists in images")
+	fl.BoolVar(&f.tmpExec, "tmp-exec", false, "let programs run from /tmp (mounted noexec by default)")
 	fl.StringArrayVarP(&f.env, "env", "e", nil, "set an environment variable K=V (repeatable)")
 	fl.StringArrayVar(&f.files, "file", nil, "copy a host file or directory in: HOST_PATH[:SANDBOX_PATH], SANDBOX_PATH relative to or inside /work (repeatable)")
 	fl.StringVarP(&f.workdir, "workdir", "w", "", "working directory, relative to or inside /work")
@@ -212,7 +215,7 @@ func insideWork(p string) (string, error) {
 }
 
 func (f *runFlags) spec(cfg *config.Config) (sandbox.Spec, error) {
-	spec := sandbox.Spec{Env: map[string]string{}, Files: map[string][]byte{}}
+	spec := sandbox.Spec{Env: map[string]string{}, Files: map[string][]byte{}, Image: f.image, Policy: sandbox.Policy{TmpExec: f.tmpExec}}
 	if err := f.limits(&spec.Limits); err != nil {
 		return spec, err
 	}

@@ -42,6 +42,10 @@ type Config struct {
 	EnvAllowPrefix []string `yaml:"env_allowprefix"`
 	// RunAsUser runs the local backend's processes as this host user.
 	RunAsUser string `yaml:"run_as_user"`
+	// Images are the images a run may name (its image field) on a backend
+	// that has images (docker); the backend's configured image needs no
+	// listing. Empty: a run names none.
+	Images []string `yaml:"images"`
 	// WorkRoot is where work dirs are made; "" means
 	// sandbox.DefaultWorkRoot(): /run/execbox as root, else
 	// $XDG_RUNTIME_DIR/execbox or /tmp/execbox-<uid>. It must be execbox's

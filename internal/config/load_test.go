@@ -396,7 +396,7 @@ func TestKeysAndEnvNames(t *testing.T) {
 	if got := EnvName("nope"); got != "" {
 		t.Errorf("EnvName(nope) = %q", got)
 	}
-	if got := len(Keys()); got != 99 {
-		t.Errorf("%d keys, want the 99 of Config (limits and max_limits, the server's and auth's bounds and playground, the admission queue, sessions, pools, retries, events and docker.pool_size included)", got)
+	if got := len(Keys()); got != 100 {
+		t.Errorf("%d keys, want the 100 of Config (limits and max_limits, the server's and auth's bounds and playground, the admission queue, sessions, pools, retries, events and docker.pool_size included)", got)
 	}
 }

@@ -48,6 +48,7 @@ func (c *Config) check() (key, msg string) {
 		{"backend", c.Backend == "", `must not be empty (use "auto" or "off")`},
 		{"backend", c.Backend == "local" && !c.AllowUnisolated, "local runs code without isolation: it needs allow_unisolated: true"},
 		{"preference", hasBlankOrDup(c.Preference), "must not hold empty or repeated names"},
+		{"images", hasBlankOrDup(c.Images), "must not hold empty or repeated names"},
 		positive("limits.wall", l.Wall <= 0),
 		positive("limits.memory", l.Memory <= 0),
 		{"limits.memory", l.Memory < 4*sandbox.MiB, "must be at least 4m"},

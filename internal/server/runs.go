@@ -42,7 +42,12 @@ func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) {
 	// written (or the client is gone, or the write deadline passed): a
 	// result no one reads still counts against max_runs and
 	// max_result_memory.
-	t, err := s.opts.Engine.Admit(r.Context(), s.owner(x.info.identity), spec)
+	owner := s.owner(x.info.identity)
+	if spec.Scope != "" {
+		// A scope shares a reused environment: never across tokens.
+		spec.Scope = owner.Name + "/" + spec.Scope
+	}
+	t, err := s.opts.Engine.Admit(r.Context(), owner, spec)
 	if err != nil {
 		if c := sandbox.CodeOf(err); c == "limit_too_high" || c == "limit_invalid" {
 			err = &v1.FieldError{Field: "limits", Err: err}

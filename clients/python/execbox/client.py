@@ -34,10 +34,10 @@ class Client:
     def run(self, command: Optional[Sequence[str]] = None, *, code: Optional[str] = None, language: Optional[str] = None,
             stdin: Optional[str] = None, files: Optional[Dict[str, bytes]] = None, env: Optional[Dict[str, str]] = None,
             limits: Optional[Dict[str, Any]] = None, backend: str = "", tier: str = "", min_isolation: str = "",
-            explain: bool = False) -> RunResult:
+            image: str = "", tmp_exec: bool = False, scope: str = "", explain: bool = False) -> RunResult:
         """Runs a command (argv, no shell) or code in a fresh sandbox and
         returns its result. A program that fails is a result, not an error."""
-        body = _run_body(command, code, language, stdin, files, env, limits, backend, tier, min_isolation)
+        body = _run_body(command, code, language, stdin, files, env, limits, backend, tier, min_isolation, image, tmp_exec, scope)
         q = {"explain": "1"} if explain else None
         with self._post("/v1/runs", body, q, "application/json") as resp:
             return RunResult.from_json(json.load(resp))
@@ -48,7 +48,7 @@ class Client:
         explain = kw.pop("explain", False)
         body = _run_body(command, kw.pop("code", None), kw.pop("language", None), kw.pop("stdin", None), kw.pop("files", None),
                          kw.pop("env", None), kw.pop("limits", None), kw.pop("backend", ""), kw.pop("tier", ""),
-                         kw.pop("min_isolation", ""))
+                         kw.pop("min_isolation", ""), kw.pop("image", ""), kw.pop("tmp_exec", False), kw.pop("scope", ""))
         if kw:
             raise TypeError("unexpected arguments: %s" % ", ".join(sorted(kw)))
         q = {"stream": "1"}
@@ -201,7 +201,8 @@ class AsyncClient:
             yield ev
 
 
-def _run_body(command, code, language, stdin, files, env, limits, backend, tier, min_isolation) -> Dict[str, Any]:
+def _run_body(command, code, language, stdin, files, env, limits, backend, tier, min_isolation,
+              image="", tmp_exec=False, scope="") -> Dict[str, Any]:
     if (command is None) == (code is None):
         raise ExecboxError("request_invalid", "give command or code, not both")
     body: Dict[str, Any] = {}
@@ -217,7 +218,8 @@ def _run_body(command, code, language, stdin, files, env, limits, backend, tier,
         body["stdin"] = stdin
     if files:
         body["files"] = {p: base64.b64encode(c if isinstance(c, bytes) else c.encode()).decode() for p, c in files.items()}
-    for k, v in (("env", env), ("limits", limits), ("backend", backend), ("tier", tier), ("min_isolation", min_isolation)):
+    for k, v in (("env", env), ("limits", limits), ("backend", backend), ("tier", tier), ("min_isolation", min_isolation),
+                 ("image", image), ("tmp_exec", tmp_exec), ("scope", scope)):
         if v:
             body[k] = v
     return body

@@ -620,6 +620,15 @@ export interface components {
             tier?: "strict" | "standard" | "fast";
             /** @enum {string} */
             min_isolation?: "none" | "process" | "kernel" | "vm";
+            /** @description Root filesystem on a backend with images (docker); one of the configured `images`. */
+            image?: string;
+            /**
+             * @description Let programs run from /tmp (noexec by default).
+             * @default false
+             */
+            tmp_exec?: boolean;
+            /** @description Runs of one scope may share a reused environment (docker reuse_container); scopes are per token. */
+            scope?: string;
         };
         Usage: {
             wall_ns?: number;
