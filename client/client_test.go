@@ -26,8 +26,9 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// serve starts the real server (local backend) and returns its URL.
-func serve(t *testing.T) string {
+// serve starts the real server (local backend) and returns its URL; more
+// change its options.
+func serve(t *testing.T, more ...func(*server.Options)) string {
 	t.Helper()
 	work := t.TempDir()
 	e, err := engine.New(engine.Options{
@@ -50,7 +51,11 @@ func serve(t *testing.T) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	srv, err := server.New(server.Options{Engine: e, Auth: a, Audit: st})
+	o := server.Options{Engine: e, Auth: a, Audit: st}
+	for _, f := range more {
+		f(&o)
+	}
+	srv, err := server.New(o)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -66,6 +66,8 @@ type Call struct {
 	event.Caller
 	RequestID string
 	Owner     string
+	// Tool names the tool a call runs: its executions are of kind tool.
+	Tool string
 }
 
 type callKey struct{}
@@ -132,6 +134,9 @@ func (a *attempt) createFault(err error) error {
 func (e *Engine) execute(ctx context.Context, base event.Event, try func(ctx context.Context, a *attempt) (*sandbox.Result, error)) (*sandbox.Result, error) {
 	call := callOf(ctx)
 	base.Caller, base.RequestID, base.Owner = call.Caller, call.RequestID, call.Owner
+	if call.Tool != "" {
+		base.Kind, base.Tool = event.KindTool, call.Tool
+	}
 	for n := 1; ; n++ {
 		ev := base
 		ev.Attempt = n

@@ -16,6 +16,12 @@ const (
 	SessionExpired = "session.expired"
 	SessionIdle    = "session.idle"
 
+	// A guard rule holds an execution for an operator's decision
+	// (Approval names it); its end says approved, denied, expired or
+	// canceled (the caller left) in Reason.
+	ApprovalRequested = "approval.requested"
+	ApprovalDecided   = "approval.decided"
+
 	// Dropped is no event of the engine's: a stream tells its reader
 	// that it lost events (Event.Dropped), because it did not keep up.
 	Dropped = "events.dropped"
@@ -27,6 +33,8 @@ const (
 	KindFunction    = "function"     // a function call
 	KindSessionExec = "session_exec" // a command in a session
 	KindSession     = "session"      // a session's own events
+	KindTool        = "tool"         // a tool call (Tool names it)
+	KindApproval    = "approval"     // an execution held by a guard rule
 )
 
 // Caller is what a caller says about an execution so that its events can
@@ -57,6 +65,11 @@ type Event struct {
 	Backend   string `json:"backend,omitempty"`
 	Isolation string `json:"isolation,omitempty"`
 	Session   string `json:"session,omitempty"`
+	Tool      string `json:"tool,omitempty"`
+	// Approval and Rule: a held execution's approval id and the guard
+	// rule that holds it.
+	Approval string `json:"approval,omitempty"`
+	Rule     string `json:"rule,omitempty"`
 	// Duration is the attempt's (an execution's end) or the session's life.
 	Duration time.Duration `json:"duration_ns,omitempty"`
 	// Reason is how the program ended (a sandbox.Reason) or why a session

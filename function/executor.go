@@ -192,7 +192,7 @@ func (e *Executor) run(ctx context.Context, req *Request, in []byte) *Response {
 		return fail(CodeSandboxFailed, "sandbox failed to start or run the function: the engine returned no result")
 	}
 	resp := fromResult(res, mode, overdue)
-	resp.Backend, resp.Isolation = res.Backend, res.Isolation.String()
+	resp.Backend, resp.Isolation, resp.CPU = res.Backend, res.Isolation.String(), res.Usage.CPU
 	return resp
 }
 

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"time"
 
 	"github.com/execbox/execbox/errmap"
 
@@ -75,6 +76,9 @@ type Response struct {
 	// nothing ran).
 	Backend   string `json:"backend,omitempty"`
 	Isolation string `json:"isolation,omitempty"`
+	// CPU is the sandbox's CPU time, for the guard's budgets; it is not
+	// part of the protocol.
+	CPU time.Duration `json:"-"`
 }
 
 // Diagnostic is one lint finding, in an editor's shape. Lines

@@ -22,6 +22,7 @@ import (
 	"github.com/execbox/execbox/internal/audit"
 	"github.com/execbox/execbox/internal/auth"
 	"github.com/execbox/execbox/internal/config"
+	"github.com/execbox/execbox/internal/guard"
 	"github.com/execbox/execbox/internal/metrics"
 	"github.com/execbox/execbox/internal/server"
 	"github.com/execbox/execbox/internal/webhook"
@@ -79,6 +80,10 @@ func runServe(ctx context.Context, g *globals, listen string) error {
 		return err
 	}
 
+	if r := cfg.Guard.Confirms(); r != "" && !authn.HasAdmin() {
+		return sandbox.Errorf(sandbox.ErrInvalid, "config_invalid",
+			"guard: %q holds calls for an admin's decision, but no admin token is configured to decide them (auth.tokens with :admin, or EXECBOX_TOKEN)", r)
+	}
 	ln, err := net.Listen("tcp", cfg.Server.Listen)
 	if err != nil {
 		return sandbox.Errorf(sandbox.ErrUnavailable, "listen_failed", "listening on %s: %w", cfg.Server.Listen, err)
@@ -115,7 +120,12 @@ func runServe(ctx context.Context, g *globals, listen string) error {
 	if h, _, err := net.SplitHostPort(cfg.Server.Listen); err == nil && h != "" && net.ParseIP(h) == nil {
 		hosts = append(slices.Clone(hosts), h)
 	}
+	gd, err := guard.New(cfg.Guard)
+	if err != nil {
+		return err
+	}
 	srv, err := server.New(server.Options{
+		Guard:                    gd,
 		MCP:                      mcpHandler,
 		Metrics:                  m,
 		Engine:                   e,

@@ -175,6 +175,16 @@ func New(tokens []Token, def Limits) (*Authenticator, error) {
 // Enabled reports whether any token is configured.
 func (a *Authenticator) Enabled() bool { return len(a.ids) > 0 }
 
+// HasAdmin reports whether an admin token is configured.
+func (a *Authenticator) HasAdmin() bool {
+	for _, id := range a.ids {
+		if id.Admin {
+			return true
+		}
+	}
+	return false
+}
+
 // Names lists the configured token names.
 func (a *Authenticator) Names() []string {
 	out := make([]string, len(a.ids))

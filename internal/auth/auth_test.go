@@ -263,3 +263,17 @@ func TestCheckThrottlesFailures(t *testing.T) {
 		t.Fatalf("no failure bound: %v", err)
 	}
 }
+
+func TestHasAdmin(t *testing.T) {
+	user, _ := ParseToken("u:" + HashSecret("u"))
+	admin, _ := ParseToken("a:" + HashSecret("a") + ":admin")
+	for want, tokens := range map[bool][]Token{false: {user}, true: {user, admin}} {
+		a, err := New(tokens, Limits{})
+		if err != nil || a.HasAdmin() != want {
+			t.Errorf("%v: HasAdmin %v, want %v", err, a.HasAdmin(), want)
+		}
+	}
+	if a, _ := New(nil, Limits{}); a.HasAdmin() {
+		t.Error("no tokens: an admin")
+	}
+}

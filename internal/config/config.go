@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/execbox/execbox/internal/guard"
 	"github.com/execbox/execbox/sandbox"
 )
 
@@ -63,6 +64,11 @@ type Config struct {
 	Auth      AuthSection      `yaml:"auth"`
 	Audit     AuditSection     `yaml:"audit"`
 	Log       LogSection       `yaml:"log"`
+	// Guard decides every execution the server is asked for before it
+	// starts: rules (allow, deny or confirm by token, operation, tool,
+	// language, backend), per-token budgets and how long a confirmation
+	// waits (package internal/guard).
+	Guard guard.Config `yaml:"guard"`
 	// Backends are the registered backends' sections, by name.
 	Backends map[string]any `yaml:"-"`
 }
@@ -249,6 +255,7 @@ func Default() *Config {
 		Pools: PoolsSection{Size: 2, Backends: []string{}, Languages: []string{"python", "javascript"},
 			MaxIdleMemory: sandbox.GiB, Refill: 1, MaxAge: 10 * time.Minute},
 		Retries: RetriesSection{Max: 3, Backoff: 200 * time.Millisecond},
+		Guard:   guard.Config{Default: guard.Allow, Approvals: guard.Approvals{Timeout: 5 * time.Minute, MaxPending: 64}},
 		Events:  EventsSection{StreamBuffer: 256, MaxStreams: 64, WebhookTimeout: 5 * time.Second, WebhookRetries: 3, WebhookQueue: 1024},
 		Server: ServerSection{
 			Listen: "127.0.0.1:8080", MaxBody: sandbox.MiB, AdminRuns: 1, QueueDepth: 64, QueueWait: 10 * time.Second, MaxResultMemory: DefaultResultMemory(sandbox.HostMemory()),

@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"io"
 	"math"
 	"reflect"
 	"slices"
@@ -9,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"go.yaml.in/yaml/v3"
 
 	"github.com/execbox/execbox/sandbox"
 )
@@ -24,6 +27,7 @@ const (
 	synDuration               // time.Duration: ParseDuration
 	synSize                   // int64: ParseSize
 	synList                   // []string: a YAML list, or comma-separated in env and flags
+	synRecords                // []struct: a YAML list of mappings; in env and flags, the same in YAML's flow style
 )
 
 // field is one key of the configuration.
@@ -87,8 +91,11 @@ var table = sync.OnceValue(func() *keyTable {
 		}
 		t.byKey[f.key] = f
 		t.byEnv[f.env] = f
-		if s, _, ok := strings.Cut(f.key, "."); ok {
-			t.sections[s] = true
+		// Every prefix is a section: "guard" and "guard.approvals".
+		for i := range len(f.key) {
+			if f.key[i] == '.' {
+				t.sections[f.key[:i]] = true
+			}
 		}
 	}
 	return t
@@ -163,6 +170,8 @@ func walkFields(t reflect.Type, prefix string, index []int, backend string) []*f
 			k = synFloat
 		case sf.Type == reflect.TypeFor[[]string]():
 			k = synList
+		case sf.Type.Kind() == reflect.Slice && sf.Type.Elem().Kind() == reflect.Struct:
+			k = synRecords
 		default:
 			panic(fmt.Sprintf("config: field %s has unsupported type %s", key, sf.Type))
 		}
@@ -265,6 +274,16 @@ func (f *field) set(c *Config, raw string, list []string) error {
 			list = parseList(raw)
 		}
 		v.Set(reflect.ValueOf(slices.Clone(list)))
+	case synRecords:
+		// Strictly: a misspelt field of a record is an error, as a
+		// misspelt key is.
+		out := reflect.New(v.Type())
+		dec := yaml.NewDecoder(strings.NewReader(raw))
+		dec.KnownFields(true)
+		if err := dec.Decode(out.Interface()); err != nil && err != io.EOF {
+			return fmt.Errorf("want a list of mappings: %w", err)
+		}
+		v.Set(out.Elem())
 	}
 	return nil
 }
@@ -286,7 +305,31 @@ func (f *field) format(c *Config) string {
 		}
 		return v
 	default:
+		if f.syntax == synRecords {
+			return flowYAML(v)
+		}
 		return fmt.Sprint(v)
+	}
+}
+
+// flowYAML writes v in YAML's flow style, on one line, as Set reads it.
+func flowYAML(v any) string {
+	var n yaml.Node
+	if err := n.Encode(v); err != nil {
+		return fmt.Sprint(v)
+	}
+	setFlow(&n)
+	b, err := yaml.Marshal(&n)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return strings.TrimSpace(string(b))
+}
+
+func setFlow(n *yaml.Node) {
+	n.Style |= yaml.FlowStyle
+	for _, c := range n.Content {
+		setFlow(c)
 	}
 }
 

@@ -204,7 +204,7 @@ func (d *fileDecoder) section(n *yaml.Node, prefix string) error {
 			return d.errorf(kn.Line, "key %q is set again (first on line %d)", key, line)
 		}
 		seen[kn.Value] = kn.Line
-		if prefix == "" && table().sections[key] {
+		if table().sections[key] {
 			if err := d.section(vn, key+"."); err != nil {
 				return err
 			}
@@ -226,6 +226,19 @@ func (d *fileDecoder) section(n *yaml.Node, prefix string) error {
 }
 
 func (d *fileDecoder) value(f *field, n *yaml.Node) error {
+	if f.syntax == synRecords {
+		if !isNull(n) && n.Kind != yaml.SequenceNode {
+			return d.errorf(n.Line, "%s: want a list, got %s", f.key, describe(n))
+		}
+		b, err := yaml.Marshal(n)
+		if err == nil {
+			err = f.set(d.c, string(b), nil)
+		}
+		if err != nil {
+			return d.errorf(n.Line, "%s: %w", f.key, err)
+		}
+		return nil
+	}
 	if f.syntax == synList {
 		if isNull(n) {
 			return f.set(d.c, "", []string{}) // every item commented out

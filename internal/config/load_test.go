@@ -396,7 +396,59 @@ func TestKeysAndEnvNames(t *testing.T) {
 	if got := EnvName("nope"); got != "" {
 		t.Errorf("EnvName(nope) = %q", got)
 	}
-	if got := len(Keys()); got != 100 {
-		t.Errorf("%d keys, want the 100 of Config (limits and max_limits, the server's and auth's bounds and playground, the admission queue, sessions, pools, retries, events and docker.pool_size included)", got)
+	if got := len(Keys()); got != 105 {
+		t.Errorf("%d keys, want the 105 of Config (limits and max_limits, the server's and auth's bounds and playground, the admission queue, sessions, pools, retries, events, guard and docker.pool_size included)", got)
+	}
+}
+
+// The guard's rules and budgets are lists of records: a YAML list in the
+// file, the same in flow style in env and flags; a misspelt field is an
+// error as a misspelt key is, and the guard's own checks run at load.
+func TestGuardRecords(t *testing.T) {
+	path := writeFile(t, `guard:
+  rules:
+    - name: no-local
+      action: deny
+      backends: [local]
+    - name: ask-fetch
+      action: confirm
+      tools: [http_fetch]
+  budgets:
+    - {name: hourly, window: 1h, executions: 100, cpu: 10m}
+  approvals:
+    timeout: 2m
+`)
+	c, p, err := Load(path, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := c.Guard
+	if len(g.Rules) != 2 || g.Rules[0].Name != "no-local" || g.Rules[0].Backends[0] != "local" || g.Rules[1].Action != "confirm" ||
+		len(g.Budgets) != 1 || g.Budgets[0].Window != time.Hour || g.Budgets[0].CPU != 10*time.Minute || g.Approvals.Timeout != 2*time.Minute {
+		t.Fatalf("%+v", g)
+	}
+	if s := p.Source("guard.rules"); s.Line != 2 {
+		t.Errorf("source %+v", s)
+	}
+	// What print writes, Set reads back.
+	var again Config
+	again = *Default()
+	if err := again.Set("guard.rules", table().byKey["guard.rules"].format(c)); err != nil || len(again.Guard.Rules) != 2 || again.Guard.Rules[1].Tools[0] != "http_fetch" {
+		t.Fatalf("round trip: %v %+v", err, again.Guard.Rules)
+	}
+	c, _, err = Load("", []string{`EXECBOX_GUARD_BUDGETS=[{name: b, window: 30s, executions: 2}]`}, nil)
+	if err != nil || len(c.Guard.Budgets) != 1 || c.Guard.Budgets[0].Window != 30*time.Second {
+		t.Fatalf("env: %v %+v", err, c.Guard.Budgets)
+	}
+	for text, want := range map[string]string{
+		"guard:\n  rules:\n    - name: x\n      action: deny\n      backend: [local]\n": "field backend not found",
+		"guard:\n  rules:\n    - name: x\n      action: maybe\n":                        `unknown action "maybe"`,
+		"guard:\n  rules: {name: x}\n":                                                  "want a list",
+		"guard:\n  budgets:\n    - name: b\n      window: 1h\n":                         "limits nothing",
+	} {
+		_, _, err := Load(writeFile(t, text), nil, nil)
+		if sandbox.CodeOf(err) != "config_invalid" || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: %v, want config_invalid with %q", text, err, want)
+		}
 	}
 }

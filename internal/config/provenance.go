@@ -7,6 +7,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"go.yaml.in/yaml/v3"
+
 	"github.com/execbox/execbox/sandbox"
 )
 
@@ -93,6 +95,15 @@ func Entries(c *Config, p *Provenance) []Entry {
 			if x == nil {
 				v = []string{} // an empty list, never null
 			}
+		}
+		if f.syntax == synRecords {
+			// As YAML writes them (durations as text), never null.
+			var recs []any
+			_ = yaml.Unmarshal([]byte(f.format(c)), &recs)
+			if recs == nil {
+				recs = []any{}
+			}
+			v = recs
 		}
 		out = append(out, Entry{Key: f.key, Value: v, Text: f.format(c), Source: p.Source(f.key)})
 	}

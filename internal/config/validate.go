@@ -154,6 +154,9 @@ func (c *Config) check() (key, msg string) {
 		key, msg, _ := strings.Cut(err.Error(), " ")
 		return key, msg
 	}
+	if err := c.Guard.Validate(); err != nil {
+		return "guard", strings.TrimPrefix(err.Error(), "guard config: ")
+	}
 	return "", ""
 }
 

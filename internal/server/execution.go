@@ -9,6 +9,7 @@ import (
 	v1 "github.com/execbox/execbox/api/v1"
 	"github.com/execbox/execbox/function"
 	"github.com/execbox/execbox/internal/audit"
+	"github.com/execbox/execbox/internal/guard"
 	"github.com/execbox/execbox/sandbox"
 )
 
@@ -22,6 +23,10 @@ type execution struct {
 	entry   audit.Entry
 	release []func()
 	ended   bool
+	// pass is the guard's admission; the execution's CPU time (cpu) is
+	// charged to it when the execution ends.
+	pass *guard.Pass
+	cpu  time.Duration
 }
 
 func (s *Server) begin(r *http.Request, op v1.Operation) *execution {
@@ -86,11 +91,13 @@ func (x *execution) ran(res *sandbox.Result, code string) {
 	x.entry.Reason = string(res.Reason)
 	exit, usage := res.ExitCode, res.Usage
 	x.entry.ExitCode, x.entry.Usage = &exit, &usage
+	x.cpu = res.Usage.CPU
 }
 
 // answered records a function response.
 func (x *execution) answered(resp *function.Response) {
 	x.entry.Backend, x.entry.Isolation = resp.Backend, resp.Isolation
+	x.cpu = resp.CPU
 	if resp.OK {
 		x.entry.Reason = "ok"
 		return
@@ -106,6 +113,7 @@ func (x *execution) end() {
 		return
 	}
 	x.ended = true
+	x.pass.Charge(x.cpu)
 	for i := len(x.release) - 1; i >= 0; i-- {
 		x.release[i]()
 	}

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"net/http"
 	"reflect"
 	"time"
@@ -8,6 +9,7 @@ import (
 	v1 "github.com/execbox/execbox/api/v1"
 	"github.com/execbox/execbox/function"
 	"github.com/execbox/execbox/internal/audit"
+	"github.com/execbox/execbox/internal/guard"
 	"github.com/execbox/execbox/sandbox"
 )
 
@@ -56,6 +58,11 @@ func (s *Server) handleFunction(op v1.Operation) http.HandlerFunc {
 		} else if req.Mode == function.ModeLint {
 			x.entry.Operation = string(v1.OpLint)
 		}
+		sel := sandbox.Selection{Backend: req.Backend, Tier: req.Tier, MinIsolation: req.MinIsolation}
+		if !x.check(w, guard.Call{Language: cmp.Or(string(req.Language), string(function.Python))}, &sel) {
+			return
+		}
+		req.Backend, req.Tier, req.MinIsolation = sel.Backend, sel.Tier, sel.MinIsolation
 		resp := s.opts.Functions.Execute(r.Context(), req)
 		x.answered(resp)
 		if resp.OK || v1.Ran(resp.Code) {

@@ -14,6 +14,7 @@ import (
 
 	v1 "github.com/execbox/execbox/api/v1"
 	"github.com/execbox/execbox/internal/audit"
+	"github.com/execbox/execbox/internal/guard"
 	"github.com/execbox/execbox/sandbox"
 )
 
@@ -42,6 +43,10 @@ func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) {
 	// written (or the client is gone, or the write deadline passed): a
 	// result no one reads still counts against max_runs and
 	// max_result_memory.
+	sel := sandbox.Selection{Backend: req.Backend, Tier: req.Tier, MinIsolation: req.MinIsolation}
+	if !x.check(w, guard.Call{Language: runLanguage(req.Code, req.Language)}, &sel) {
+		return
+	}
 	owner := s.owner(x.info.identity)
 	if spec.Scope != "" {
 		// A scope shares a reused environment: never across tokens.
@@ -58,7 +63,6 @@ func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) {
 	defer t.Release()
 	l := t.Limits()
 	x.entry.Limits = &l
-	sel := sandbox.Selection{Backend: req.Backend, Tier: req.Tier, MinIsolation: req.MinIsolation}
 	if q := r.URL.Query().Get("stream"); q == "1" || q == "true" {
 		s.streamRun(w, r, x, t.Limits().Output, func(ctx context.Context) (*sandbox.Result, error) { return t.Run(ctx, sel, p) }, p, runCode(req.Code, req.Command))
 		return
@@ -69,6 +73,18 @@ func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.answerResult(w, r, x, res, runCode(req.Code, req.Command))
+}
+
+// runLanguage is what the guard's rules see as a run's language: the
+// code's, or "command" for a command.
+func runLanguage(code, language string) string {
+	switch {
+	case code == "":
+		return "command"
+	case language == "":
+		return "python"
+	}
+	return language
 }
 
 // answerResult records a run's (or a session exec's) result and writes it

@@ -16,6 +16,7 @@ import (
 	"github.com/execbox/execbox/function"
 	"github.com/execbox/execbox/internal/audit"
 	"github.com/execbox/execbox/internal/auth"
+	"github.com/execbox/execbox/internal/guard"
 	"github.com/execbox/execbox/internal/metrics"
 	"github.com/execbox/execbox/sandbox"
 )
@@ -34,6 +35,9 @@ type Options struct {
 	Functions *function.Executor
 	// Auth checks bearer tokens; nil means no tokens (everyone anonymous).
 	Auth *auth.Authenticator
+	// Guard decides every execution before it starts (rules, budgets,
+	// confirmations); nil admits everything.
+	Guard *guard.Guard
 	// Audit records every execution; nil means no audit log.
 	Audit *audit.Store
 	// Metrics; nil makes new ones.

@@ -309,13 +309,14 @@ func TestBusy(t *testing.T) {
 	if r := <-fnSlow; r.status != 200 {
 		t.Errorf("slow function: %d %s", r.status, r.body)
 	}
-	// rated: a burst of 2, then 429 with a Retry-After of 2 s (0.5/s).
+	// rated: a burst of 2, then 429 with a Retry-After of at most 2 s
+	// (0.5/s; less when the calls before took a while).
 	for i := range 3 {
 		a = en.do("POST", "/v1/functions:lint", `{"code":"def main(): pass"}`, bearer("rated-secret")...)
 		switch {
 		case i < 2 && a.status != 200:
 			t.Errorf("rated call %d: %d %s", i, a.status, a.body)
-		case i == 2 && (a.status != 429 || a.header.Get("Retry-After") != "2" || a.problem(t).Code != v1.CodeRateLimited):
+		case i == 2 && (a.status != 429 || a.header.Get("Retry-After") != "2" && a.header.Get("Retry-After") != "1" || a.problem(t).Code != v1.CodeRateLimited):
 			t.Errorf("rated call %d: %d %v %s", i, a.status, a.header, a.body)
 		}
 	}

@@ -19,6 +19,7 @@ import (
 	v1 "github.com/execbox/execbox/api/v1"
 	"github.com/execbox/execbox/engine"
 	"github.com/execbox/execbox/internal/audit"
+	"github.com/execbox/execbox/internal/guard"
 	"github.com/execbox/execbox/sandbox"
 )
 
@@ -79,8 +80,12 @@ func (s *Server) handleSessionCreate(w http.ResponseWriter, r *http.Request) {
 		x.fail(w, err)
 		return
 	}
+	sel := sandbox.Selection{Backend: req.Backend, Tier: req.Tier, MinIsolation: req.MinIsolation}
+	if !x.check(w, guard.Call{}, &sel) {
+		return
+	}
 	sess, err := s.opts.Engine.OpenSession(r.Context(), s.owner(x.info.identity), engine.SessionRequest{
-		Selection: sandbox.Selection{Backend: req.Backend, Tier: req.Tier, MinIsolation: req.MinIsolation},
+		Selection: sel,
 		Spec:      spec, TTL: time.Duration(req.TTL), Idle: time.Duration(req.IdleTimeout), Labels: req.Labels,
 	})
 	if err != nil {
@@ -168,6 +173,9 @@ func (s *Server) handleSessionExec(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	info := sess.Info()
+	if !x.check(w, guard.Call{Language: runLanguage(req.Code, req.Language), Backend: info.Backend}, nil) {
+		return
+	}
 	x.entry.Limits = &info.Limits
 	code := runCode(req.Code, req.Command)
 	if q := r.URL.Query().Get("stream"); q == "1" || q == "true" {

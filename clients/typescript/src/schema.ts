@@ -399,6 +399,48 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/approvals": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The executions a guard rule holds for a decision (admin token).
+         * @description A guard rule with action confirm (config guard.rules) holds the call that
+         *     matches it, before anything starts, until an admin approves or denies it
+         *     here, or guard.approvals.timeout passes (approval_expired), or its caller
+         *     leaves. Each hold is also an `approval.requested` event, its end an
+         *     `approval.decided` event (reason approved, approval_denied,
+         *     approval_expired or canceled). Oldest first.
+         */
+        get: operations["listApprovals"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/approvals/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Approve or deny a held execution (admin token). */
+        post: operations["decideApproval"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/openapi.json": {
         parameters: {
             query?: never;
@@ -511,11 +553,37 @@ export interface paths {
 export type webhooks = Record<string, never>;
 export interface components {
     schemas: {
+        Approval: {
+            id: string;
+            /** @description The guard rule that holds the call. */
+            rule: string;
+            token?: string;
+            /** @enum {string} */
+            operation: "run" | "function" | "lint" | "tool" | "session" | "session_exec";
+            tool?: string;
+            language?: string;
+            backend?: string;
+            run_id?: string;
+            node_name?: string;
+            tool_call_id?: string;
+            /** Format: date-time */
+            created: string;
+            /** Format: date-time */
+            expires: string;
+        };
+        Approvals: {
+            approvals: components["schemas"]["Approval"][];
+        };
+        Decision: {
+            approve: boolean;
+            /** @description Told to the caller of a denied call. */
+            reason?: string;
+        };
         Event: {
             /** @description Numbers the server's events from 1, in order. */
             seq: number;
             /** @enum {string} */
-            type: "execution.started" | "execution.retrying" | "execution.completed" | "execution.failed" | "session.created" | "session.closed" | "session.expired" | "session.idle" | "events.dropped";
+            type: "execution.started" | "execution.retrying" | "execution.completed" | "execution.failed" | "session.created" | "session.closed" | "session.expired" | "session.idle" | "approval.requested" | "approval.decided" | "events.dropped";
             /** Format: date-time */
             time: string;
             run_id?: string;
@@ -525,11 +593,17 @@ export interface components {
             /** @description The token's name (when tokens are configured). */
             token?: string;
             /** @enum {string} */
-            kind: "run" | "function" | "session_exec" | "session";
+            kind: "run" | "function" | "session_exec" | "session" | "tool" | "approval";
             attempt?: number;
             backend?: string;
             isolation?: string;
             session?: string;
+            /** @description The tool a tool call runs. */
+            tool?: string;
+            /** @description A held execution's approval id (approval.*). */
+            approval?: string;
+            /** @description The guard rule that holds it (approval.*). */
+            rule?: string;
             /** @description The attempt's duration; a closed session's life. */
             duration_ns?: number;
             /** @description How the program ended (exited, timeout, memory_limit, …), or why a session closed. */
@@ -917,7 +991,7 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
-        /** @description Refused by policy (denied, isolation_too_weak, unisolated_not_allowed, backend_off, network_denied) or not an admin token (forbidden). */
+        /** @description Refused by policy (denied, isolation_too_weak, unisolated_not_allowed, backend_off, network_denied, image_denied), by a guard rule (guard_denied, naming the rule; approval_denied; approval_expired) or not an admin token (forbidden). */
         Forbidden: {
             headers: {
                 [name: string]: unknown;
@@ -971,7 +1045,7 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
-        /** @description A limit is reached — busy (run slots or the function executor), rate_limited, too_many_in_flight. Retry after Retry-After seconds. */
+        /** @description A limit is reached — busy (run slots or the function executor), rate_limited, too_many_in_flight, budget_exhausted (a guard budget, until its window ends), approvals_full. Retry after Retry-After seconds. */
         Busy: {
             headers: {
                 "Retry-After"?: number;
@@ -1655,6 +1729,64 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             429: components["responses"]["Busy"];
+        };
+    };
+    listApprovals: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The pending approvals. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Approvals"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+        };
+    };
+    decideApproval: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["Decision"];
+            };
+        };
+        responses: {
+            /** @description Decided: the held call runs, or is refused with approval_denied and the reason. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            /** @description No such approval pending (approval_not_found): unknown, decided, expired or withdrawn. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
         };
     };
     openapi: {
