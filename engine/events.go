@@ -78,6 +78,14 @@ func WithCall(ctx context.Context, c Call) context.Context {
 	return context.WithValue(ctx, callKey{}, c)
 }
 
+// WithTool returns ctx with the tool name added to its Call: its
+// executions are of kind tool.
+func WithTool(ctx context.Context, name string) context.Context {
+	c := callOf(ctx)
+	c.Tool = name
+	return WithCall(ctx, c)
+}
+
 func callOf(ctx context.Context) Call {
 	c, _ := ctx.Value(callKey{}).(Call)
 	return c

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
@@ -169,7 +170,7 @@ func checkMCPTools(t *testing.T, cs *mcp.ClientSession) {
 		}
 	}
 	slices.Sort(names)
-	if want := []string{"execute_function", "lint", "run_code", "run_command", "session_close", "session_exec",
+	if want := []string{"execute_function", "lint", "list_tools", "run_code", "run_command", "run_tool", "session_close", "session_exec",
 		"session_list_files", "session_open", "session_read_file", "session_write_file"}; !slices.Equal(names, want) {
 		t.Fatalf("tools %v, want %v", names, want)
 	}
@@ -211,6 +212,23 @@ func checkMCPTools(t *testing.T, cs *mcp.ClientSession) {
 	res = call("lint", map[string]any{"code": "def f(:\n    pass\n"}, &lint)
 	if res.IsError || len(lint.Diagnostics) == 0 || lint.Diagnostics[0].Line != 1 {
 		t.Errorf("lint: %+v %+v", res, lint)
+	}
+	// The server's tools: on the local backend (which mounts no tools
+	// dir) a tool error with the code; on native they run.
+	if res := call("list_tools", nil, nil); !res.IsError || !strings.HasPrefix(toolText(res), "mounts_unsupported: ") {
+		t.Errorf("list_tools on local: %v %q", res.IsError, toolText(res))
+	}
+	if os.Geteuid() == 0 {
+		var tr mcpserver.RunToolOutput
+		res = call("run_tool", map[string]any{"name": "python", "args": map[string]any{"code": "6 * 7"}, "backend": "native"}, &tr)
+		if res.IsError || !tr.OK || tr.Backend != "native" || fmt.Sprint(tr.Result.(map[string]any)["value"]) != "42" {
+			t.Errorf("run_tool: %+v %+v", res, tr)
+		}
+		tr = mcpserver.RunToolOutput{}
+		res = call("run_tool", map[string]any{"name": "http_fetch", "args": map[string]any{"url": "http://127.0.0.1:9/"}, "backend": "native"}, &tr)
+		if !res.IsError || tr.OK || tr.Error == nil || tr.Error.Code != "network_disabled" {
+			t.Errorf("run_tool http_fetch: %+v %+v", res, tr)
+		}
 	}
 	// An execbox error: a tool error whose text starts with the code.
 	res = call("run_command", map[string]any{"command": []string{"true"}, "min_isolation": "vm"}, nil)

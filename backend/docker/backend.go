@@ -14,6 +14,7 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/client"
 
+	"github.com/execbox/execbox/internal/hostview"
 	"github.com/execbox/execbox/sandbox"
 )
 
@@ -184,8 +185,8 @@ func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbo
 	if spec.Policy.RunAsUser != "" {
 		return nil, sandbox.Errorf(sandbox.ErrInvalid, "run_as_user_unsupported", "policy run_as_user is for the local backend; docker runs every program as 65534:65534")
 	}
-	if len(spec.Policy.Mounts) > 0 {
-		return nil, sandbox.Errorf(sandbox.ErrDenied, "mounts_unsupported", "the docker backend mounts no host path into a container (policy.mounts has %d)", len(spec.Policy.Mounts))
+	if err := b.checkMounts(spec.Policy.Mounts); err != nil {
+		return nil, err
 	}
 	if spec.Policy.Network == sandbox.NetworkHost && b.iso == sandbox.IsolationKernel {
 		return nil, sandbox.Errorf(sandbox.ErrInvalid, "network_unsupported", "network host is not available with docker.runtime %s (gVisor runs its own loopback-only network stack)", b.cfg.Runtime)
@@ -222,6 +223,26 @@ func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbo
 	}
 	s.fresh, s.workEmpty = true, true
 	return s, nil
+}
+
+// checkMounts validates extra mounts (configured ones, such as the tools
+// dirs; a request cannot name any). A bind mount's source is a path on the
+// engine's host, so they are refused unless the engine is on this one (a
+// unix socket); then they get the checks every backend makes.
+func (b *Backend) checkMounts(ms []sandbox.Mount) error {
+	if len(ms) == 0 {
+		return nil
+	}
+	if !strings.HasPrefix(b.host, "unix://") {
+		return sandbox.Errorf(sandbox.ErrDenied, "mounts_unsupported",
+			"policy.mounts has %d host paths, but the engine at %s may be on another host: docker mounts host paths only from an engine on a unix socket", len(ms), b.host)
+	}
+	for _, m := range ms {
+		if _, err := hostview.CheckMount(m, nil); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Close removes every container this backend made — idle reused ones,

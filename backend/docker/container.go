@@ -124,7 +124,7 @@ func (b *Backend) hostConfig(spec sandbox.Spec, labels map[string]string) (*cont
 	}
 	cpuSecs := int64(max(l.CPUTime/time.Second, 1))
 	f := false
-	return &container.HostConfig{
+	hc := &container.HostConfig{
 		NetworkMode:    network,
 		ReadonlyRootfs: true,
 		CapDrop:        []string{"ALL"},
@@ -167,7 +167,14 @@ func (b *Backend) hostConfig(spec sandbox.Spec, labels map[string]string) (*cont
 				{Name: "cpu", Soft: cpuSecs, Hard: cpuSecs + 1},
 			},
 		},
-	}, nil
+	}
+	// Extra mounts (checked in Create): read-only unless asked, never
+	// propagating mounts back to the host.
+	for _, m := range spec.Policy.Mounts {
+		hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeBind, Source: m.Source, Target: m.Target, ReadOnly: !m.Writable,
+			BindOptions: &mount.BindOptions{Propagation: mount.PropagationRPrivate}})
+	}
+	return hc, nil
 }
 
 // startContainer creates a hardened container for spec named
@@ -436,7 +443,7 @@ func (b *Backend) forget(c *ctr) {
 // image and everything that is fixed when a container is created.
 func poolKey(spec sandbox.Spec) string {
 	l := spec.Limits
-	return fmt.Sprintf("%q|%q|%s|%v|%d|%g|%d|%d|%d|%d|%d|%d|%v",
+	return fmt.Sprintf("%q|%q|%s|%v|%d|%g|%d|%d|%d|%d|%d|%d|%v|%v",
 		spec.Scope, spec.Image, spec.Policy.Network, spec.Policy.TmpExec,
-		l.Memory, l.CPUs, l.Pids, l.NoFile, l.FileSize, l.TmpSize, l.WorkSize, l.CPUTime, spec.Labels)
+		l.Memory, l.CPUs, l.Pids, l.NoFile, l.FileSize, l.TmpSize, l.WorkSize, l.CPUTime, spec.Labels, spec.Policy.Mounts)
 }

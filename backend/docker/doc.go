@@ -57,7 +57,9 @@
 // (Docker's default is about a million), fsize and cpu, log driver none, no
 // docker-init, SIGKILL as the stop signal (docker stop and the engine's
 // shutdown need not wait for a keeper that ignores SIGTERM), no host mount
-// and never the Docker socket, and the labels execbox.instance,
+// but the configured extra mounts (Policy.Mounts, such as the tools dirs:
+// bind mounts, read-only unless asked, only from an engine on a unix
+// socket, whose host is this one) and never the Docker socket, and the labels execbox.instance,
 // execbox.owner, execbox.backend, execbox.run, execbox.expires.
 //
 // # Results

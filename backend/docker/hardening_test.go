@@ -517,3 +517,28 @@ func TestStdinNoRoom(t *testing.T) {
 		t.Errorf("after: %s", describe(res))
 	}
 }
+
+// TestMounts: configured extra mounts (the tools dirs) are bind mounts
+// from an engine on this host — read-only unless asked, and checked as on
+// every backend; an engine that may be elsewhere refuses them before it is
+// asked anything.
+func TestMounts(t *testing.T) {
+	b := newBackend(t, Config{})
+	testutil.ExtraMounts(t, b)
+	for _, m := range []sandbox.Mount{
+		{Source: "/nonexistent/dir", Target: "/data"},
+		{Source: t.TempDir(), Target: "/work/x"},
+	} {
+		if _, err := b.Create(context.Background(), sandbox.Spec{Policy: sandbox.Policy{Mounts: []sandbox.Mount{m}}}); sandbox.CodeOf(err) != "mount_invalid" {
+			t.Errorf("mount %+v: %v, want mount_invalid", m, err)
+		}
+	}
+	far, err := NewWithConfig(Config{Host: "tcp://127.0.0.1:1"}, sandbox.Settings{Instance: "test-far"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = far.Create(context.Background(), sandbox.Spec{Policy: sandbox.Policy{Mounts: []sandbox.Mount{{Source: t.TempDir(), Target: "/data"}}}})
+	if sandbox.CodeOf(err) != "mounts_unsupported" {
+		t.Errorf("a tcp engine with mounts: %v, want mounts_unsupported", err)
+	}
+}

@@ -29,6 +29,11 @@ func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbo
 	if err := spec.Validate(); err != nil {
 		return nil, err
 	}
+	if n := len(spec.Policy.Mounts); n > 0 {
+		// It runs on the host's own file tree: a mount would be a path
+		// the program does not find where it was promised.
+		return nil, sandbox.Errorf(sandbox.ErrInvalid, "mounts_unsupported", "the local backend mounts nothing (policy.mounts has %d); use an isolating backend", n)
+	}
 	spec.Limits = spec.Limits.WithDefaults(b.defaults)
 	s := &Sandbox{uid: os.Getuid(), gid: os.Getgid()}
 	if name := spec.Policy.RunAsUser; name != "" {

@@ -42,3 +42,13 @@ func TestQuick(t *testing.T) {
 	}
 	_ = os.Getpid()
 }
+
+// The local backend runs on the host's own files: a spec with extra
+// mounts is refused, never run without them.
+func TestMountsRefused(t *testing.T) {
+	b := newBackend(t)
+	_, err := b.Create(context.Background(), sandbox.Spec{Policy: sandbox.Policy{Mounts: []sandbox.Mount{{Source: t.TempDir(), Target: "/data"}}}})
+	if sandbox.CodeOf(err) != "mounts_unsupported" {
+		t.Fatalf("Create with a mount: %v, want mounts_unsupported", err)
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"github.com/execbox/execbox/internal/config"
 	"github.com/execbox/execbox/internal/workdir"
 	"github.com/execbox/execbox/sandbox"
+	"github.com/execbox/execbox/tool"
 )
 
 // loadConfig applies every layer: defaults < file < environment < --set.
@@ -114,4 +115,18 @@ func policy(cfg *config.Config) sandbox.Policy {
 		EnvAllowPrefix: cfg.EnvAllowPrefix,
 		RunAsUser:      cfg.RunAsUser,
 	}
+}
+
+// newTools is the configured tools: the built-ins and tools.dirs, with the
+// tools' runtime written under the state dir.
+func newTools(cfg *config.Config) (*tool.Set, error) {
+	_, stateDir, err := cfg.Dirs()
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(stateDir, 0o755); err != nil {
+		return nil, fmt.Errorf("making the state dir: %w", err)
+	}
+	return tool.New(tool.Options{Dirs: cfg.Tools.Dirs, ArgsMax: cfg.Tools.ArgsMax, Timeout: cfg.Tools.Timeout,
+		RuntimeDir: filepath.Join(stateDir, "tool-runtime")})
 }

@@ -61,6 +61,6 @@ func newRoot() *cobra.Command {
 	root.SetVersionTemplate("execbox {{.Version}}\n")
 	root.PersistentFlags().StringVar(&g.configPath, "config", "", "configuration file (default $EXECBOX_CONFIG)")
 	root.PersistentFlags().StringArrayVar(&g.set, "set", nil, "set a configuration key, e.g. --set limits.memory=512m (repeatable)")
-	root.AddCommand(newRunCmd(g), newFnCmd(g), newLintCmd(g), newDoctorCmd(g), newConfigCmd(g), newImageCmd(g), newVersionCmd(), newServeCmd(g), newAuditCmd(g), newMCPCmd(g), newSessionCmd(), newApprovalCmd(), newBenchCmd(g))
+	root.AddCommand(newRunCmd(g), newFnCmd(g), newLintCmd(g), newDoctorCmd(g), newConfigCmd(g), newImageCmd(g), newVersionCmd(), newServeCmd(g), newAuditCmd(g), newMCPCmd(g), newSessionCmd(), newApprovalCmd(), newToolCmd(g), newBenchCmd(g))
 	return root
 }

@@ -10,8 +10,10 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
 
+	"github.com/execbox/execbox/internal/guard"
 	"github.com/execbox/execbox/internal/mcpserver"
 	"github.com/execbox/execbox/internal/server"
+	"github.com/execbox/execbox/sandbox"
 )
 
 func newMCPCmd(g *globals) *cobra.Command {
@@ -23,8 +25,10 @@ host (an agent, an editor) that starts it as a subprocess. Its tools:
 run_command, run_code, execute_function, lint and the session tools
 (session_open, session_exec, session_write_file, session_read_file,
 session_list_files, session_close; a session lives as long as this
-process at most). Each call is admitted,
-limited and audited as the HTTP API's /v1/runs and /v1/functions are, with
+process at most), list_tools and run_tool (execbox's tools: python,
+read_file, write_file, http_fetch and those of tools.dirs). Each call is
+admitted, guarded (guard rules and budgets; confirm rules need execbox
+serve), limited and audited as the HTTP API's calls are, with
 the same configuration; the caller is the local user, so no token is
 asked. Logs go to stderr. execbox serve offers the same tools at POST /mcp.`,
 		Args: cobra.NoArgs,
@@ -45,7 +49,20 @@ func runMCP(ctx context.Context, g *globals) error {
 	defer closeAll()
 	// The API in-process, with no token: stdin and stdout are the local
 	// user's, and nothing listens.
-	api, err := server.New(server.Options{Engine: e, Audit: store, Logger: log,
+	// The guard's rules and budgets hold here too; a confirmation needs
+	// an admin on execbox serve's API, which this process does not offer.
+	if r := cfg.Guard.Confirms(); r != "" {
+		return sandbox.Errorf(sandbox.ErrInvalid, "config_invalid", "guard: %q holds calls for an admin's decision, which needs execbox serve; execbox mcp offers no API to decide them", r)
+	}
+	gd, err := guard.New(cfg.Guard)
+	if err != nil {
+		return err
+	}
+	tools, err := newTools(cfg)
+	if err != nil {
+		return err
+	}
+	api, err := server.New(server.Options{Engine: e, Audit: store, Logger: log, Guard: gd, Tools: tools,
 		MaxBody: cfg.Server.MaxBody, FunctionTimeout: cfg.Functions.Timeout})
 	if err != nil {
 		return err

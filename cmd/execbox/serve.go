@@ -124,8 +124,13 @@ func runServe(ctx context.Context, g *globals, listen string) error {
 	if err != nil {
 		return err
 	}
+	tools, err := newTools(cfg)
+	if err != nil {
+		return err
+	}
 	srv, err := server.New(server.Options{
 		Guard:                    gd,
+		Tools:                    tools,
 		MCP:                      mcpHandler,
 		Metrics:                  m,
 		Engine:                   e,

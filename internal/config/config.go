@@ -8,6 +8,7 @@ import (
 
 	"github.com/execbox/execbox/internal/guard"
 	"github.com/execbox/execbox/sandbox"
+	"github.com/execbox/execbox/tool"
 )
 
 // Config is execbox's effective configuration. The yaml tag of each field is
@@ -56,6 +57,7 @@ type Config struct {
 	// root, else $XDG_STATE_HOME/execbox.
 	StateDir  string           `yaml:"state_dir"`
 	Functions FunctionsSection `yaml:"functions"`
+	Tools     ToolsSection     `yaml:"tools"`
 	Sessions  SessionsSection  `yaml:"sessions"`
 	Pools     PoolsSection     `yaml:"pools"`
 	Retries   RetriesSection   `yaml:"retries"`
@@ -78,6 +80,20 @@ type FunctionsSection struct {
 	Concurrency  int           `yaml:"concurrency"`   // 0 = number of CPUs
 	QueueTimeout time.Duration `yaml:"queue_timeout"` // 0 = answer busy at once
 	Timeout      time.Duration `yaml:"timeout"`
+}
+
+// ToolsSection configures tools (package tool): the built-ins and those
+// of Dirs, run each in a sandbox of its own.
+type ToolsSection struct {
+	// Dirs are tools dirs (absolute paths), in override order: a tool of a
+	// later dir replaces a built-in or an earlier dir's tool of the same
+	// name. Each is mounted read-only into the sandbox.
+	Dirs []string `yaml:"dirs"`
+	// ArgsMax is the size up to which a call's arguments travel in the
+	// environment; larger ones go through a file in the work dir.
+	ArgsMax int `yaml:"args_max"`
+	// Timeout is a call's time limit when it sets none.
+	Timeout time.Duration `yaml:"timeout"`
 }
 
 // SessionsSection bounds sessions: sandboxes that live across execs.
@@ -250,6 +266,7 @@ func Default() *Config {
 		EnvAllowlist:   []string{},
 		EnvAllowPrefix: []string{},
 		Functions:      FunctionsSection{Timeout: 15 * time.Second},
+		Tools:          ToolsSection{ArgsMax: tool.DefaultArgsMax, Timeout: tool.DefaultTimeout},
 		Sessions: SessionsSection{Max: 64, PerToken: 8, TTL: 30 * time.Minute, MaxTTL: 24 * time.Hour,
 			IdleTimeout: 10 * time.Minute, MaxIdleTimeout: 24 * time.Hour},
 		Pools: PoolsSection{Size: 2, Backends: []string{}, Languages: []string{"python", "javascript"},

@@ -10,6 +10,7 @@ import (
 
 	"github.com/execbox/execbox/internal/webhook"
 	"github.com/execbox/execbox/sandbox"
+	"github.com/execbox/execbox/tool"
 )
 
 // Validate checks the configuration as a whole. Backend names are the
@@ -88,6 +89,9 @@ func (c *Config) check() (key, msg string) {
 		{"sessions.idle_timeout", c.Sessions.IdleTimeout < 0, "must not be negative"},
 		{"sessions.ttl", c.Sessions.MaxTTL > 0 && c.Sessions.TTL > c.Sessions.MaxTTL, "is above sessions.max_ttl"},
 		{"sessions.idle_timeout", c.Sessions.MaxIdleTimeout > 0 && c.Sessions.IdleTimeout > c.Sessions.MaxIdleTimeout, "is above sessions.max_idle_timeout"},
+		{"tools.dirs", !allAbs(c.Tools.Dirs), "must hold absolute paths, each at most once"},
+		{"tools.args_max", c.Tools.ArgsMax < 1 || c.Tools.ArgsMax > 100000, "must be 1 to 100000 bytes"},
+		{"tools.timeout", c.Tools.Timeout <= 0 || c.Tools.Timeout > tool.MaxTimeout, "must be above 0 and at most 10m"},
 		{"pools.size", c.Pools.Size < 0 || c.Pools.Size > 64, "must be 0 (off) to 64"},
 		{"retries.max", c.Retries.Max < 0 || c.Retries.Max > 10, "must be 0 (none) to 10"},
 		{"retries.backoff", c.Retries.Backoff <= 0 || c.Retries.Backoff > 10*time.Second, "must be above 0 and at most 10s"},
@@ -158,6 +162,16 @@ func (c *Config) check() (key, msg string) {
 		return "guard", strings.TrimPrefix(err.Error(), "guard config: ")
 	}
 	return "", ""
+}
+
+// allAbs reports whether list holds absolute paths, each at most once.
+func allAbs(list []string) bool {
+	for _, p := range list {
+		if !filepath.IsAbs(p) {
+			return false
+		}
+	}
+	return !hasBlankOrDup(list)
 }
 
 // allIn reports whether list holds only the names given, each at most once.

@@ -233,6 +233,11 @@ func reserved(p string, hidden []string) string {
 	return ""
 }
 
+// CheckMount validates an extra mount for a backend that plans no host
+// view of its own (docker): the checks Plan makes of Policy.Mounts, with
+// hidden the paths no mount may contain or sit inside.
+func CheckMount(m sandbox.Mount, hidden []string) (Bind, error) { return checkMount(m, hidden) }
+
 // checkMount validates an extra mount: the source exists and no part of it
 // is a symlink; the target is not one of the sandbox's own mounts.
 func checkMount(m sandbox.Mount, hidden []string) (Bind, error) {

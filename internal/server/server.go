@@ -19,6 +19,7 @@ import (
 	"github.com/execbox/execbox/internal/guard"
 	"github.com/execbox/execbox/internal/metrics"
 	"github.com/execbox/execbox/sandbox"
+	"github.com/execbox/execbox/tool"
 )
 
 // Options configure a Server.
@@ -38,6 +39,9 @@ type Options struct {
 	// Guard decides every execution before it starts (rules, budgets,
 	// confirmations); nil admits everything.
 	Guard *guard.Guard
+	// Tools are the tools GET /v1/tools lists and POST
+	// /v1/tools/{name}:run runs; nil means none.
+	Tools *tool.Set
 	// Audit records every execution; nil means no audit log.
 	Audit *audit.Store
 	// Metrics; nil makes new ones.

@@ -18,7 +18,11 @@ import (
 // when asked, even from a directory that uid 65534 could not reach on the
 // host, and even below /tmp; closing the sandbox never touches a mount's
 // source.
-func extraMounts(t *testing.T, b sandbox.Backend) {
+func extraMounts(t *testing.T, b sandbox.Backend) { ExtraMounts(t, b) }
+
+// ExtraMounts is the conformance check of extra mounts, for a backend
+// that does not run the whole host-kernel suite (docker).
+func ExtraMounts(t *testing.T, b sandbox.Backend) {
 	private := t.TempDir() // 0700 root: uid 65534 cannot reach in
 	ro, rw := filepath.Join(private, "ro"), filepath.Join(private, "rw")
 	os.Mkdir(ro, 0o755)

@@ -399,6 +399,56 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/tools": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The tools a call may run, and those found broken.
+         * @description The built-ins (python, read_file, write_file, http_fetch) and the Python
+         *     modules of the configured tools.dirs, a later dir overriding an earlier
+         *     one and the built-ins by name. The list comes from a discovery run in a
+         *     sandbox, cached until the dirs change. A tool whose module fails to load
+         *     or whose spec or schema is malformed is a problem, and hides any tool of
+         *     its name.
+         */
+        get: operations["listTools"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/tools/{name}:run": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Run a tool with JSON arguments, in a sandbox of its own.
+         * @description The tool and its arguments are checked first (tool_not_found,
+         *     tool_invalid, tool_args_invalid against its schema, tool_args_too_large),
+         *     then the guard; nothing starts before. Arguments over tools.args_max
+         *     bytes reach the tool through a file instead of the environment. A tool
+         *     that ran and failed (an exception, network_disabled, …) is a 200 with
+         *     ok false and its error.
+         */
+        post: operations["runTool"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/approvals": {
         parameters: {
             query?: never;
@@ -553,6 +603,60 @@ export interface paths {
 export type webhooks = Record<string, never>;
 export interface components {
     schemas: {
+        Tool: {
+            name: string;
+            description: string;
+            /** @description The JSON Schema of the tool's arguments. */
+            parameters: Record<string, never>;
+            /** @description builtin, or the tools dir it comes from. */
+            source: string;
+        };
+        Tools: {
+            tools: components["schemas"]["Tool"][];
+            problems: {
+                name?: string;
+                source?: string;
+                message?: string;
+            }[];
+        };
+        ToolRunRequest: {
+            /** @description The arguments, checked against the tool's schema. */
+            args?: Record<string, never>;
+            /** @description Relative path → content, base64, written into the work dir first. */
+            files?: {
+                [key: string]: string;
+            };
+            /** @description Seconds; default tools.timeout (30 s). */
+            timeout?: number;
+            limits?: components["schemas"]["Limits"];
+            backend?: string;
+            /** @enum {string} */
+            tier?: "strict" | "standard" | "fast";
+            /** @enum {string} */
+            min_isolation?: "none" | "process" | "kernel" | "vm";
+        };
+        ToolResult: {
+            id: string;
+            ok: boolean;
+            /** @description The tool's return value (when ok). */
+            result?: unknown;
+            error?: {
+                /** @description tool_error (an exception), network_disabled, file_not_found, path_invalid, result_invalid, result_too_large or the tool's own. */
+                code: string;
+                type?: string;
+                message: string;
+                traceback?: string;
+            };
+            /** @description What the tool printed (at most 64 KiB). */
+            output?: string;
+            output_truncated?: boolean;
+            artifacts?: components["schemas"]["Artifact"][];
+            source: string;
+            backend: string;
+            isolation: string;
+            duration_ms: number;
+            usage: components["schemas"]["Usage"];
+        };
         Approval: {
             id: string;
             /** @description The guard rule that holds the call. */
@@ -1729,6 +1833,79 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             429: components["responses"]["Busy"];
+        };
+    };
+    listTools: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The tools, sorted by name. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Tools"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            429: components["responses"]["Busy"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    runTool: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description The caller's run (an agent framework's), carried by every event of this execution (GET /v1/events filters by it). At most 256 bytes of printable ASCII, as the two below. */
+                "X-Execbox-Run-Id"?: components["parameters"]["RunID"];
+                /** @description The caller's graph node, carried by the events. */
+                "X-Execbox-Node-Name"?: components["parameters"]["NodeName"];
+                /** @description The caller's tool call, carried by the events. */
+                "X-Execbox-Tool-Call-Id"?: components["parameters"]["ToolCallID"];
+            };
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ToolRunRequest"];
+            };
+        };
+        responses: {
+            /** @description The tool ran (ok true with its result, or ok false with its error). */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ToolResult"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            /** @description No such tool (tool_not_found). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            413: components["responses"]["TooLarge"];
+            415: components["responses"]["UnsupportedMedia"];
+            429: components["responses"]["Busy"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
         };
     };
     listApprovals: {
