@@ -40,11 +40,13 @@ func (s *Server) toolRun(owner engine.Owner, sel sandbox.Selection) tool.RunFunc
 
 // handleTools is GET /v1/tools: the tools and the broken ones. The first
 // call, and the first after the tools dirs changed, runs the discovery in
-// a sandbox.
+// a sandbox (where the query's backend, tier and min_isolation say).
 func (s *Server) handleTools(w http.ResponseWriter, r *http.Request) {
 	out := v1.Tools{Tools: []v1.Tool{}, Problems: []v1.ToolProblem{}}
 	if s.opts.Tools != nil {
-		cat, err := s.opts.Tools.List(r.Context(), s.toolRun(s.owner(infoOf(r.Context()).identity), sandbox.Selection{}))
+		q := r.URL.Query()
+		sel := sandbox.Selection{Backend: q.Get("backend"), Tier: q.Get("tier"), MinIsolation: q.Get("min_isolation")}
+		cat, err := s.opts.Tools.List(r.Context(), s.toolRun(s.owner(infoOf(r.Context()).identity), sel))
 		if err != nil {
 			writeProblem(w, r, problemOf(r, err))
 			return

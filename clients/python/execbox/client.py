@@ -118,6 +118,47 @@ class Client:
         with self._request("GET", "/v1/sessions", None, None, "application/json") as resp:
             return json.load(resp).get("sessions", [])
 
+    # --- tools and approvals ------------------------------------------
+
+    def tools(self, *, backend: str = "") -> Dict[str, Any]:
+        """The server's tools {"tools": [{name, description, parameters,
+        source}], "problems": [...]}; backend says where a discovery that is
+        due runs."""
+        q = {"backend": backend} if backend else None
+        with self._request("GET", "/v1/tools", None, q, "application/json") as resp:
+            return json.load(resp)
+
+    def run_tool(self, name: str, args: Optional[Dict[str, Any]] = None, *, files: Optional[Dict[str, bytes]] = None,
+                 timeout: Optional[float] = None, backend: str = "", tier: str = "", min_isolation: str = "") -> Dict[str, Any]:
+        """Runs a tool with args (checked against its schema before anything
+        runs). Returns {"ok": true, "result": ...} or, when the tool failed,
+        {"ok": false, "error": {code, type, message, traceback}}; a call
+        refused before it ran raises ExecboxError."""
+        body: Dict[str, Any] = {}
+        if args is not None:
+            body["args"] = args
+        if files:
+            body["files"] = {p: base64.b64encode(c if isinstance(c, bytes) else c.encode()).decode() for p, c in files.items()}
+        for k, v in (("timeout", timeout), ("backend", backend), ("tier", tier), ("min_isolation", min_isolation)):
+            if v:
+                body[k] = v
+        path = "/v1/tools/" + urllib.parse.quote(name, safe="") + ":run"
+        with self._post(path, body, None, "application/json") as resp:
+            return json.load(resp)
+
+    def approvals(self) -> List[Dict[str, Any]]:
+        """The executions a guard rule holds for a decision (admin token)."""
+        with self._request("GET", "/v1/approvals", None, None, "application/json") as resp:
+            return json.load(resp).get("approvals", [])
+
+    def decide(self, approval_id: str, approve: bool, reason: str = "") -> None:
+        """Approves (it runs) or denies (approval_denied) a held execution."""
+        body: Dict[str, Any] = {"approve": approve}
+        if reason:
+            body["reason"] = reason
+        with self._post("/v1/approvals/" + urllib.parse.quote(approval_id, safe=""), body, None, "application/json"):
+            pass
+
     # --- the server -----------------------------------------------------
 
     def health(self) -> Dict[str, Any]:
@@ -182,6 +223,9 @@ class AsyncClient:
 
     async def lint(self, code: str, language: str = "") -> List[Diagnostic]:
         return await asyncio.to_thread(self._c.lint, code, language)
+
+    async def run_tool(self, name: str, args: Optional[Dict[str, Any]] = None, **kw: Any) -> Dict[str, Any]:
+        return await asyncio.to_thread(self._c.run_tool, name, args, **kw)
 
     async def health(self) -> Dict[str, Any]:
         return await asyncio.to_thread(self._c.health)

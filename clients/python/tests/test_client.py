@@ -1,4 +1,5 @@
 import asyncio
+import os
 
 import pytest
 
@@ -131,3 +132,26 @@ def test_session(c):
     with pytest.raises(ExecboxError) as e:
         s.exec(["true"])
     assert e.value.code == "session_closed" and e.value.status == 404
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="tools run in an isolating backend: native needs root")
+def test_tools(c):
+    names = {t["name"]: t["source"] for t in c.tools(backend="native")["tools"]}
+    assert names == {"python": "builtin", "read_file": "builtin", "write_file": "builtin", "http_fetch": "builtin"}
+    r = c.run_tool("python", {"code": "x = 6\nx * 7"}, backend="native")
+    assert r["ok"] and r["result"]["value"] == 42 and r["backend"] == "native"
+    r = c.run_tool("read_file", {"path": "a.txt"}, files={"a.txt": b"hi"}, backend="native")
+    assert r["ok"] and r["result"]["content"] == "hi"
+    r = c.run_tool("http_fetch", {"url": "http://127.0.0.1:9/"}, backend="native")
+    assert not r["ok"] and r["error"]["code"] == "network_disabled"
+    with pytest.raises(ExecboxError) as e:
+        c.run_tool("python", {"code": 3}, backend="native")
+    assert e.value.code == "tool_args_invalid" and e.value.status == 400
+    # The local backend mounts no tools dir: refused, never run without it.
+    with pytest.raises(ExecboxError) as e:
+        c.run_tool("python", {"code": "1"})
+    assert e.value.code == "mounts_unsupported"
+    assert c.approvals() == []
+    with pytest.raises(ExecboxError) as e:
+        c.decide("0" * 32, True)
+    assert e.value.code == "approval_not_found" and e.value.status == 404

@@ -1837,7 +1837,12 @@ export interface operations {
     };
     listTools: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description Where a discovery that is due runs */
+                backend?: string;
+                tier?: "strict" | "standard" | "fast";
+                min_isolation?: "none" | "process" | "kernel" | "vm";
+            };
             header?: never;
             path?: never;
             cookie?: never;
