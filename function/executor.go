@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"runtime"
-	"strings"
 	"time"
 
 	"github.com/execbox/execbox/sandbox"
@@ -234,36 +233,15 @@ func fromResult(res *sandbox.Result, mode Mode, overdue bool) *Response {
 		return fail(CodeOutputInvalid, "function output is invalid or over its limit")
 	case sandbox.ReasonExited:
 		if res.ExitCode != 0 {
-			return fail(CodeSandboxFailed, "sandbox failed to start or run the function: "+
-				describeEnd(res, fmt.Sprintf("exit status %d", res.ExitCode)))
+			return fail(CodeSandboxFailed, "sandbox failed to start or run the function: "+res.Ending())
 		}
 		if res.StdoutTruncated {
 			return fail(CodeOutputInvalid, fmt.Sprintf("function output is invalid or over its limit: it exceeds %d bytes", protocolOutput))
 		}
 		return decodeOutput([]byte(res.Stdout), mode)
 	default:
-		what := string(res.Reason)
-		if res.Signal != "" {
-			what += " (" + res.Signal + ")"
-		}
-		return fail(CodeSandboxFailed, "sandbox failed to start or run the function: "+describeEnd(res, what))
+		return fail(CodeSandboxFailed, "sandbox failed to start or run the function: "+res.Ending())
 	}
-}
-
-// describeEnd says how the process ended, with the sandbox's message and
-// the tail of stderr, where the runner reports its own failures.
-func describeEnd(res *sandbox.Result, what string) string {
-	parts := []string{what}
-	if res.Message != "" {
-		parts = append(parts, res.Message)
-	}
-	if tail := strings.TrimSpace(res.Stderr); tail != "" {
-		if len(tail) > 1024 {
-			tail = "…" + strings.ToValidUTF8(tail[len(tail)-1024:], "")
-		}
-		parts = append(parts, tail)
-	}
-	return strings.Join(parts, ": ")
 }
 
 // Interface guards.

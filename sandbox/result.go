@@ -1,6 +1,8 @@
 package sandbox
 
 import (
+	"fmt"
+	"strings"
 	"syscall"
 	"time"
 	"unicode/utf8"
@@ -142,3 +144,25 @@ func (r *Result) WireForm(explain bool) {
 
 // Succeeded reports whether the program ran and exited 0.
 func (r *Result) Succeeded() bool { return r.Reason == ReasonExited && r.ExitCode == 0 }
+
+// Ending says how the program ended, for an error message: its exit status
+// or its reason (and signal), the sandbox's message, and the last KiB of
+// its stderr, where a language runner reports its own failures.
+func (r *Result) Ending() string {
+	parts := []string{string(r.Reason)}
+	if r.Reason == ReasonExited {
+		parts[0] = fmt.Sprintf("exit status %d", r.ExitCode)
+	} else if r.Signal != "" {
+		parts[0] += " (" + r.Signal + ")"
+	}
+	if r.Message != "" {
+		parts = append(parts, r.Message)
+	}
+	if tail := strings.TrimSpace(r.Stderr); tail != "" {
+		if len(tail) > 1024 {
+			tail = "…" + strings.ToValidUTF8(tail[len(tail)-1024:], "")
+		}
+		parts = append(parts, tail)
+	}
+	return strings.Join(parts, ": ")
+}

@@ -62,3 +62,15 @@ func TestRunRefusesBadSpecFiles(t *testing.T) {
 		t.Fatalf("Run's calls: %s", got)
 	}
 }
+
+func TestEnding(t *testing.T) {
+	for want, r := range map[string]Result{
+		"exit status 2: no runner":                     {Reason: ReasonExited, ExitCode: 2, Stderr: "no runner\n"},
+		"timeout (SIGKILL): wall limit 1s":             {Reason: ReasonTimeout, Signal: "SIGKILL", Message: "wall limit 1s"},
+		"sandbox_error: …" + strings.Repeat("x", 1024): {Reason: ReasonSandboxError, Stderr: strings.Repeat("x", 2000)},
+	} {
+		if got := r.Ending(); got != want {
+			t.Errorf("%+v: %q, want %q", r, got, want)
+		}
+	}
+}

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -181,44 +180,23 @@ func (s *Set) invoke(ctx context.Context, run RunFunc, spec sandbox.Spec, p *san
 	case sandbox.ReasonMemoryLimit:
 		return nil, nil, limit(CodeMemoryLimit, "the memory limit was hit; the process tree was killed")
 	case sandbox.ReasonPidsLimit:
-		return nil, nil, limit(CodePidsLimit, "the process limit was hit: %s", describeEnd(res))
+		return nil, nil, limit(CodePidsLimit, "the process limit was hit: %s", res.Ending())
 	case sandbox.ReasonFileSizeLimit:
 		return nil, nil, limit(CodeFileSizeLimit, "a write passed the file-size limit")
 	case sandbox.ReasonOutputLimit:
 		return nil, nil, overBound(what)
 	case sandbox.ReasonExited:
 		if res.ExitCode != 0 {
-			return nil, nil, sandbox.Errorf(sandbox.ErrInternal, CodeSandboxFailed, "%s: the tool runtime failed: %s", what, describeEnd(res))
+			return nil, nil, sandbox.Errorf(sandbox.ErrInternal, CodeSandboxFailed, "%s: the tool runtime failed: %s", what, res.Ending())
 		}
 		if res.StdoutTruncated {
 			return nil, nil, overBound(what)
 		}
 		return []byte(res.Stdout), res, nil
 	}
-	return nil, nil, sandbox.Errorf(sandbox.ErrInternal, CodeSandboxFailed, "%s: the sandbox failed: %s", what, describeEnd(res))
+	return nil, nil, sandbox.Errorf(sandbox.ErrInternal, CodeSandboxFailed, "%s: the sandbox failed: %s", what, res.Ending())
 }
 
 func overBound(what string) error {
 	return sandbox.Errorf(sandbox.ErrInternal, CodeOutputInvalid, "%s: the tool runtime's answer passed its %d-byte bound", what, protocolOutput)
-}
-
-// describeEnd says how the process ended, with the sandbox's message and
-// the tail of stderr, where the runtime reports its own failures.
-func describeEnd(res *sandbox.Result) string {
-	parts := []string{string(res.Reason)}
-	if res.Reason == sandbox.ReasonExited {
-		parts[0] = fmt.Sprintf("exit status %d", res.ExitCode)
-	} else if res.Signal != "" {
-		parts[0] += " (" + res.Signal + ")"
-	}
-	if res.Message != "" {
-		parts = append(parts, res.Message)
-	}
-	if tail := strings.TrimSpace(res.Stderr); tail != "" {
-		if len(tail) > 1024 {
-			tail = "…" + strings.ToValidUTF8(tail[len(tail)-1024:], "")
-		}
-		parts = append(parts, tail)
-	}
-	return strings.Join(parts, ": ")
 }
