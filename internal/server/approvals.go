@@ -20,10 +20,10 @@ func (s *Server) approvalRoutes() []route {
 }
 
 // check asks the guard whether the execution may run, before anything
-// starts: c gets the caller, the operation and, when sel is given, the
-// backend the engine would select for it — and sel is then pinned to that
-// backend when the guard's rules look at backends, so what was checked is
-// what runs. A call a rule holds for confirmation waits here, its
+// starts: c gets the caller, the operation and, when sel is given, its
+// backend — when the guard's rules look at backends, the one the engine
+// selects now, and sel is pinned to it, so what was checked is what runs;
+// otherwise the one the call names. A call a rule holds for confirmation waits here, its
 // approval published as events. A refusal is answered here; check then
 // returns false. The execution's CPU time is charged to the token's
 // budgets when it ends.
@@ -37,13 +37,17 @@ func (x *execution) check(w http.ResponseWriter, c guard.Call, sel *sandbox.Sele
 	c.Operation = x.entry.Operation
 	c.RunID, c.NodeName, c.ToolCallID = x.entry.RunID, x.entry.NodeName, x.entry.ToolCallID
 	if sel != nil && c.Backend == "" {
-		b, _, err := x.s.opts.Engine.Select(r.Context(), *sel)
-		if err != nil {
-			x.fail(w, err)
-			return false
-		}
-		c.Backend = b.Name()
+		c.Backend = sel.Backend
 		if g.UsesBackends() {
+			// The rules need the backend that will run the call: selected
+			// now, and pinned. (A selection that fails here is not retried,
+			// as it is when nothing needs it before the run.)
+			b, _, err := x.s.opts.Engine.Select(r.Context(), *sel)
+			if err != nil {
+				x.fail(w, err)
+				return false
+			}
+			c.Backend = b.Name()
 			*sel = sandbox.Selection{Backend: c.Backend, MinIsolation: sel.MinIsolation}
 		}
 	}

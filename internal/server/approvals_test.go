@@ -117,7 +117,7 @@ func TestConfirmFlow(t *testing.T) {
 	// Approved: the run goes on and answers.
 	done := run()
 	ap := pending()
-	if ap.Rule != "ask" || ap.Token != "user" || ap.Operation != "run" || ap.Backend != "local" || ap.ToolCallID != "call-7" || len(ap.ID) != 32 ||
+	if ap.Rule != "ask" || ap.Token != "user" || ap.Operation != "run" || ap.Backend != "" || ap.ToolCallID != "call-7" || len(ap.ID) != 32 ||
 		!ap.Expires.After(ap.Created) {
 		t.Errorf("approval %+v", ap)
 	}

@@ -1838,7 +1838,7 @@ export interface operations {
     listTools: {
         parameters: {
             query?: {
-                /** @description Where a discovery that is due runs */
+                /** @description Where a discovery that is due runs, as a run's backend. */
                 backend?: string;
                 tier?: "strict" | "standard" | "fast";
                 min_isolation?: "none" | "process" | "kernel" | "vm";
