@@ -207,7 +207,8 @@ func TestPlayground(t *testing.T) {
 	testutil.RequiresRoot(t, "serve")
 	b := newBrowser(t)
 	const token = "playground-secret"
-	s := startServer(t, []string{"EXECBOX_TOKEN=" + token})
+	// write_file is held for an admin's approval (the status page shows it).
+	s := startServer(t, []string{"EXECBOX_TOKEN=" + token, "EXECBOX_GUARD_RULES=[{name: ask-write, action: confirm, tools: [write_file]}]"})
 	c := s.client(token)
 
 	// A wrong token: the login prompt, over a page that is drawn.
@@ -348,6 +349,29 @@ func TestPlayground(t *testing.T) {
 		b.screenshot("runs")
 	})
 
+	t.Run("tools", func(t *testing.T) {
+		b := b.on(t)
+		b.do("the tools page", chromedp.Click(chromedp.CSS(`header nav a[href="/tools"]`)), chromedp.WaitVisible(chromedp.CSS("#tool-form")))
+		b.waitFor("the tools listed, python picked", `document.getElementById("tool-name")?.value === "python" && document.getElementById("tool-list")?.textContent.includes("http_fetch")`)
+		input := `document.getElementById("tool-args").dispatchEvent(new Event("input"))`
+		b.do("arguments that are not an object", chromedp.SetValue(chromedp.CSS("#tool-args"), `[1]`))
+		evaluate[bool](b, input)
+		if !evaluate[bool](b, `document.getElementById("tool-run").disabled`) {
+			t.Error("Run is enabled with arguments that are not a JSON object")
+		}
+		b.do("python arguments", chromedp.SetValue(chromedp.CSS("#tool-args"), `{"code": "print('hi')\n6 * 7"}`))
+		evaluate[bool](b, input)
+		b.do("a python call", chromedp.Click(chromedp.CSS("#tool-run")))
+		b.waitFor("its result", `document.getElementById("tool-outcome") !== null`)
+		if got := b.text("#tool-outcome"); got != "ok" {
+			t.Errorf("outcome %q (%s)", got, b.text("#tool-status"))
+		}
+		if got := b.text("#tool-result"); !strings.Contains(got, `"value": 42`) || !strings.Contains(got, `"stdout": "hi\n"`) {
+			t.Errorf("result %q", got)
+		}
+		b.screenshot("tools")
+	})
+
 	t.Run("session", func(t *testing.T) {
 		b := b.on(t)
 		b.do("the sessions page", chromedp.Click(chromedp.CSS(`header nav a[href="/sessions"]`)), chromedp.WaitVisible(chromedp.CSS("#session-open")))
@@ -430,7 +454,28 @@ func TestPlayground(t *testing.T) {
 		}
 		b.waitFor("the executions chart to show them", `/max [1-9]|max 0\.[1-9]/.test(document.querySelector("#chart-runs figcaption")?.textContent)`)
 		b.waitFor("their events in the live list", `[...document.querySelectorAll("#events-list tr")].filter(r => r.textContent.includes("execution.completed")).length >= 5`)
+
+		// A held tool call shows up to be approved; Approve lets it run.
+		held := make(chan error, 1)
+		go func() {
+			r, err := c.RunTool(context.Background(), "write_file", &v1.ToolRunRequest{Args: json.RawMessage(`{"path": "a.txt", "content": "hi"}`)})
+			if err == nil && !r.OK {
+				err = fmt.Errorf("write_file failed: %+v", r.Error)
+			}
+			held <- err
+		}()
+		b.waitFor("the held call", `document.getElementById("approvals-list")?.textContent.includes("ask-write")`)
 		b.screenshot("status")
+		b.do("approving it", chromedp.Click(chromedp.CSS("#approvals-list button.primary")))
+		select {
+		case err := <-held:
+			if err != nil {
+				t.Errorf("the approved call: %v", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("the approved call did not end within 30s")
+		}
+		b.waitFor("the list to empty", `document.getElementById("approvals-msg")?.textContent === "nothing is waiting"`)
 	})
 }
 

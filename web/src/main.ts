@@ -6,6 +6,7 @@ import { h } from "./dom.ts";
 import { runsPage } from "./runs.ts";
 import { sessionsPage } from "./sessions.ts";
 import { statusPage } from "./status.ts";
+import { toolsPage } from "./tools.ts";
 
 /** A page draws itself into root and returns what stops it (timers). */
 export type Page = (root: HTMLElement) => (() => void) | void;
@@ -14,6 +15,7 @@ export type Page = (root: HTMLElement) => (() => void) | void;
 const pages: Record<string, () => Promise<Page>> = {
   "/functions": async () => (await import("./functions.ts")).functionsPage,
   "/runs": async () => runsPage,
+  "/tools": async () => toolsPage,
   "/sessions": async () => sessionsPage,
   "/status": async () => statusPage,
 };

@@ -10,17 +10,62 @@ export function statusPage(root: HTMLElement): () => void {
   const charts = new Charts();
   const audit = auditView();
   const events = new AbortController();
+  const approvals = approvalsView();
   root.append(
     h("section", { class: "card" }, h("h1", {}, "Backends"), health),
+    h("section", { class: "card" }, h("h2", {}, "Held for approval"), approvals.element),
     h("section", { class: "card" }, h("h2", {}, "Activity (per second, last 2 minutes)"), charts.element),
     h("section", { class: "card" }, h("h2", {}, "Events (live)"), eventsView(events.signal)),
     h("section", { class: "card" }, h("h2", {}, "Audit log"), audit));
   loadHealth(health);
   charts.poll();
-  const timer = setInterval(() => charts.poll(), 2000);
+  approvals.poll();
+  const timer = setInterval(() => {
+    charts.poll();
+    approvals.poll();
+  }, 2000);
   return () => {
     clearInterval(timer);
     events.abort();
+  };
+}
+
+/** The calls a guard rule holds (an admin token's view): approve or deny
+ * each; polled with the charts. */
+function approvalsView(): { element: HTMLElement; poll(): void } {
+  const body = h("tbody", { id: "approvals-list" });
+  const msg = h("p", { class: "meta", id: "approvals-msg" });
+  const element = h("div", {}, h("table", {}, h("thead", {}, h("tr", {}, ...["held since", "rule", "token", "operation", "tool", "language", "backend", "caller", ""].map((t) => h("th", {}, t)))), body), msg);
+  let denied = false;
+  return {
+    element,
+    poll() {
+      if (denied) return;
+      call((c) => c.approvals()).then((list) => {
+        msg.textContent = list.length ? "" : "nothing is waiting";
+        body.replaceChildren(...list.map((a) => {
+          const decide = (approve: boolean) => async () => {
+            try {
+              await call((c) => c.decide(a.id, approve, approve ? "" : "denied in the playground"));
+              this.poll();
+            } catch (e) {
+              msg.textContent = describe(e);
+            }
+          };
+          const yes = h("button", { type: "button", class: "primary" }, "Approve");
+          const no = h("button", { type: "button" }, "Deny");
+          yes.addEventListener("click", decide(true));
+          no.addEventListener("click", decide(false));
+          return h("tr", {}, h("td", {}, new Date(a.created).toLocaleTimeString()), h("td", {}, a.rule), h("td", {}, a.token ?? ""),
+            h("td", {}, a.operation), h("td", {}, a.tool ?? ""), h("td", {}, a.language ?? ""), h("td", {}, a.backend ?? ""),
+            h("td", {}, a.tool_call_id ?? a.run_id ?? ""), h("td", {}, yes, " ", no));
+        }));
+      }).catch((e) => {
+        // A token that is not an admin's cannot see them: say so once.
+        denied = e instanceof ExecboxError && e.status === 403;
+        msg.textContent = denied ? "Approvals need an admin token." : describe(e);
+      });
+    },
   };
 }
 

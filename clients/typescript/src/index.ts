@@ -15,6 +15,11 @@ export type SessionInfo = components["schemas"]["Session"];
 export type SessionExec = components["schemas"]["SessionExec"];
 export type FileInfo = components["schemas"]["FileInfo"];
 export type Event = components["schemas"]["Event"];
+export type Tool = components["schemas"]["Tool"];
+export type Tools = components["schemas"]["Tools"];
+export type ToolRunRequest = components["schemas"]["ToolRunRequest"];
+export type ToolResult = components["schemas"]["ToolResult"];
+export type Approval = components["schemas"]["Approval"];
 
 /** A failure the server (or the way to it) reported, with its stable code. */
 export class ExecboxError extends Error {
@@ -122,6 +127,33 @@ export class Client {
     const r = (await resp.json()) as FunctionResponse;
     if (!r.ok) throw new ExecboxError(r.code ?? "lint_failed", r.error ?? "");
     return r.diagnostics ?? [];
+  }
+
+  /** The server's tools and those found broken; backend (and tier,
+   * min_isolation) say where a discovery that is due runs. */
+  async tools(q: Record<string, string> = {}): Promise<Tools> {
+    const resp = await this.send("GET", "/v1/tools", undefined, q, "application/json");
+    return (await resp.json()) as Tools;
+  }
+
+  /** Runs a tool with JSON arguments (checked against its schema before
+   * anything runs); a tool that failed is a result with ok false. */
+  async runTool(name: string, req: ToolRunRequest = {}, opts: { signal?: AbortSignal } = {}): Promise<ToolResult> {
+    const resp = await this.send("POST", `/v1/tools/${encodeURIComponent(name)}:run`, req, undefined, "application/json", opts.signal);
+    return (await resp.json()) as ToolResult;
+  }
+
+  /** The executions a guard rule holds for a decision (an admin token's call). */
+  async approvals(): Promise<Approval[]> {
+    const resp = await this.send("GET", "/v1/approvals", undefined, undefined, "application/json");
+    return ((await resp.json()) as components["schemas"]["Approvals"]).approvals;
+  }
+
+  /** Approves (it runs) or denies (approval_denied, with reason) a held execution. */
+  async decide(id: string, approve: boolean, reason = ""): Promise<void> {
+    const body: Record<string, unknown> = { approve };
+    if (reason) body.reason = reason;
+    await this.send("POST", `/v1/approvals/${encodeURIComponent(id)}`, body, undefined, "application/json");
   }
 
   /** Opens a session: a sandbox that keeps its files across execs until it

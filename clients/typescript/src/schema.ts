@@ -607,7 +607,9 @@ export interface components {
             name: string;
             description: string;
             /** @description The JSON Schema of the tool's arguments. */
-            parameters: Record<string, never>;
+            parameters: {
+                [key: string]: unknown;
+            };
             /** @description builtin, or the tools dir it comes from. */
             source: string;
         };
@@ -621,7 +623,9 @@ export interface components {
         };
         ToolRunRequest: {
             /** @description The arguments, checked against the tool's schema. */
-            args?: Record<string, never>;
+            args?: {
+                [key: string]: unknown;
+            };
             /** @description Relative path → content, base64, written into the work dir first. */
             files?: {
                 [key: string]: string;

@@ -115,6 +115,22 @@ test("errors carry the code", async () => {
     (e: ExecboxError) => e.code === "server_unreachable" && e.status === 0);
 });
 
+// Tools run in an isolating backend (the local one mounts no tools dir):
+// native, which needs root.
+test("tools and approvals", { skip: process.getuid?.() !== 0 && "native needs root" }, async () => {
+  const list = await c().tools({ backend: "native" });
+  assert.deepEqual(list.tools.map((t) => t.name), ["http_fetch", "python", "read_file", "write_file"]);
+  const r = await c().runTool("python", { args: { code: "x = 6\nx * 7" }, backend: "native" });
+  assert.ok(r.ok && r.backend === "native");
+  assert.equal((r.result as { value: number }).value, 42);
+  const f = await c().runTool("http_fetch", { args: { url: "http://127.0.0.1:9/" }, backend: "native" });
+  assert.ok(!f.ok && f.error?.code === "network_disabled");
+  await assert.rejects(c().runTool("python", { args: { code: 3 }, backend: "native" }),
+    (e: ExecboxError) => e.code === "tool_args_invalid" && e.status === 400);
+  assert.deepEqual(await c().approvals(), []);
+  await assert.rejects(c().decide("0".repeat(32), true), (e: ExecboxError) => e.code === "approval_not_found" && e.status === 404);
+});
+
 test("health and backends", async () => {
   const h = await c().health();
   assert.ok(h);
