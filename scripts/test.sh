@@ -115,7 +115,7 @@ bench() {
 	fi
 	grep -E '^(Benchmark|ok)' <<<"$out"
 }
-bench -bench 'Python|Session' -benchtime 20x ./backend/all/
+bench -bench 'Python|Session|Tool' -benchtime 20x ./backend/all/
 bench -bench Start -benchtime 100x ./backend/native/
 bench -bench . -benchtime 20x ./backend/docker/
 # A run's engine cost with no event subscriber, one that never reads and

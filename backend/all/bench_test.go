@@ -6,10 +6,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/execbox/execbox/sandbox"
+	"github.com/execbox/execbox/tool"
 )
 
 // BenchmarkPython runs `python3 -I -S -c pass` to its end, side by side in
@@ -125,4 +127,71 @@ func p50(b *testing.B, run func() error) {
 	slices.Sort(ds)
 	b.ReportMetric(float64(ds[len(ds)/2])/float64(time.Millisecond), "p50-ms")
 	b.ReportMetric(float64(ds[len(ds)*99/100])/float64(time.Millisecond), "p99-ms")
+}
+
+// BenchmarkTool compares, side by side in one run, a tool call (the python
+// built-in with {"code": "6 * 7"}: its arguments checked against the cached
+// schema, a one-shot sandbox with the runtime mounted read-only, the
+// runtime's start, the answer parsed) on every backend with the same
+// runtime run bare on the host.
+func BenchmarkTool(b *testing.B) {
+	root := b.TempDir()
+	os.Chmod(root, 0o711) // bwrap runs as 65534 and must reach the runtime
+	for d := filepath.Dir(root); d != "/" && d != os.TempDir(); d = filepath.Dir(d) {
+		os.Chmod(d, 0o711)
+	}
+	set, err := tool.New(tool.Options{RuntimeDir: filepath.Join(root, "runtime")})
+	if err != nil {
+		b.Fatal(err)
+	}
+	call := tool.Call{Name: "python", Args: []byte(`{"code": "6 * 7"}`)}
+	b.Run("bare", func(b *testing.B) {
+		// The runtime as the sandbox runs it, from where Set wrote it.
+		runtime, err := filepath.Glob(filepath.Join(root, "runtime", "*", "entry.py"))
+		if err != nil || len(runtime) != 1 {
+			b.Fatalf("the written runtime: %v %v", runtime, err)
+		}
+		p50(b, func() error {
+			cmd := exec.Command("/usr/bin/python3", "-I", "-B", runtime[0])
+			cmd.Env = []string{"EXECBOX_TOOL_ACTION=run", "EXECBOX_TOOL_NAME=python", "EXECBOX_TOOL_ARGS=" + string(call.Args)}
+			cmd.Dir = b.TempDir()
+			out, err := cmd.Output()
+			if err == nil && !strings.Contains(string(out), `"value": 42`) && !strings.Contains(string(out), `"value":42`) {
+				b.Fatalf("bare: %s", out)
+			}
+			return err
+		})
+	})
+	for _, name := range sandbox.Names() {
+		if name == "local" {
+			continue // it mounts nothing: tools are refused there
+		}
+		b.Run(name, func(b *testing.B) {
+			r, _ := sandbox.Lookup(name)
+			be, err := r.New(sandbox.Settings{WorkRoot: filepath.Join(root, name)})
+			if err != nil {
+				b.Skip(err)
+			}
+			if c, ok := be.(interface{ Close() error }); ok {
+				defer c.Close()
+			}
+			ctx := context.Background()
+			if h := be.Health(ctx); !h.Available || !h.Ready {
+				b.Skipf("%s: %s", name, h.Reason)
+			}
+			run := func(ctx context.Context, spec sandbox.Spec, p *sandbox.Process) (*sandbox.Result, error) {
+				return sandbox.Run(ctx, be, spec, p)
+			}
+			if _, err := set.List(ctx, run); err != nil {
+				b.Fatal(err)
+			}
+			p50(b, func() error {
+				res, err := set.Run(ctx, run, call)
+				if err == nil && !res.OK {
+					b.Fatalf("%s: %+v", name, res.Error)
+				}
+				return err
+			})
+		})
+	}
 }
