@@ -160,6 +160,14 @@ func TestConfirmFlow(t *testing.T) {
 		t.Errorf("expired after %v, before its 3s timeout", took)
 	}
 
+	// A call that cannot run is refused before it is held.
+	if a := en.do("POST", "/v1/runs", `{"command":["true"],"limits":{"memory":1125899906842624}}`, "Authorization", asUser); a.status != 400 || a.problem(t).Field != "limits.memory" && a.problem(t).Field != "limits" {
+		t.Errorf("limits over the maxima: %d %s", a.status, a.body)
+	}
+	if p := en.srv.opts.Guard.Pending(); len(p) != 0 {
+		t.Errorf("held: %+v", p)
+	}
+
 	// An admin's call matches no rule and is not held.
 	if a := en.do("POST", "/v1/runs", `{"command":["true"]}`, "Authorization", asAdmin); a.status != 200 {
 		t.Errorf("the admin's run: %d %s", a.status, a.body)

@@ -43,6 +43,12 @@ func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) {
 	// written (or the client is gone, or the write deadline passed): a
 	// result no one reads still counts against max_runs and
 	// max_result_memory.
+	// Limits over their maxima are refused before the guard is asked: an
+	// operator never approves a call that cannot run.
+	if _, err := s.opts.Engine.Limits(spec.Limits); err != nil {
+		x.fail(w, &v1.FieldError{Field: "limits", Err: err})
+		return
+	}
 	sel := sandbox.Selection{Backend: req.Backend, Tier: req.Tier, MinIsolation: req.MinIsolation}
 	if !x.check(w, guard.Call{Language: runLanguage(req.Code, req.Language)}, &sel) {
 		return
