@@ -16,78 +16,39 @@ import (
 // waiting for a RunFunc that does not end it (a slow sandbox start counts).
 const backstop = 10 * time.Second
 
-// Run runs one tool call in a fresh sandbox. Before anything runs it
-// checks the call: arguments over Options.MaxArgs are ErrLimit
-// "tool_args_too_large"; arguments that are not a JSON object or do not
-// match the tool's schema are ErrInvalid "tool_args_invalid"; an unknown
-// tool is ErrNotFound "tool_not_found", a broken one (a Problem) ErrInvalid
-// "tool_invalid". The tools are known from the cached discovery (see List),
-// which runs first when the dirs changed. A tool that fails on its own
-// (an exception, a ToolError, a result that is not JSON) is a Response
-// with OK false and Error; a run that times out, hits a limit or fails
-// around the tool is an error with the Code… of the reason.
+// Run runs one tool call in a fresh sandbox: Check, then Checked.Run.
+// Before anything runs it checks the call: arguments over Options.MaxArgs
+// are ErrLimit "tool_args_too_large"; arguments that are not a JSON object
+// or do not match the tool's schema are ErrInvalid "tool_args_invalid"; an
+// unknown tool is ErrNotFound "tool_not_found", a broken one (a Problem)
+// ErrInvalid "tool_invalid". The tools are known from the cached discovery
+// (see List), which runs first when the dirs changed. A tool that fails on
+// its own (an exception, a ToolError, a result that is not JSON) is a
+// Response with OK false and Error; a run that times out, hits a limit or
+// fails around the tool is an error with the Code… of the reason.
 func (s *Set) Run(ctx context.Context, run RunFunc, c Call) (*Response, error) {
-	ok, err := s.check(ctx, run, c)
+	ok, err := s.Check(ctx, run, c)
 	if err != nil {
 		return nil, err
 	}
-	args, timeout, e := ok.args, ok.timeout, ok.entry
-	env := map[string]string{"EXECBOX_TOOL_ACTION": "run", "EXECBOX_TOOL_NAME": c.Name}
-	files := maps.Clone(c.Files)
-	if len(args) > s.opts.ArgsMax {
-		if files == nil {
-			files = map[string][]byte{}
-		}
-		files[ArgsFile] = args
-		env["EXECBOX_TOOL_ARGS_FILE"] = ArgsFile
-	} else {
-		env["EXECBOX_TOOL_ARGS"] = string(args)
-	}
-	spec, p := s.template(c.Limits, c.Network, timeout, env)
-	spec.Files = files
-	start := time.Now()
-	out, res, err := s.invoke(ctx, run, spec, p, "running tool "+c.Name)
-	if err != nil {
-		return nil, err
-	}
-	w, err := decodeRun(out)
-	if err != nil {
-		return nil, fmt.Errorf("running tool %s: %w", c.Name, err)
-	}
-	r := &Response{
-		OK:        *w.OK,
-		Result:    w.Result,
-		Artifacts: res.Artifacts,
-		Source:    e.spec.Source,
-		Backend:   res.Backend,
-		Isolation: res.Isolation.String(),
-		Duration:  time.Since(start),
-		Usage:     res.Usage,
-	}
-	if w.Error != nil {
-		r.Error = &Error{Code: w.Error.Code, Type: w.Error.Type, Message: w.Error.Message, Traceback: w.Error.Traceback}
-	}
-	r.Output, r.OutputTruncated = capText(res.Stderr, MaxOutput)
-	r.OutputTruncated = r.OutputTruncated || res.StderrTruncated
-	return r, nil
+	return ok.Run(ctx, run)
 }
 
-// Check makes Run's checks of c without running the tool (the discovery
-// runs first when the dirs changed), so that a caller can refuse a bad call
-// before it asks anyone about it.
-func (s *Set) Check(ctx context.Context, run RunFunc, c Call) error {
-	_, err := s.check(ctx, run, c)
-	return err
-}
-
-// checked is a call that passed its checks.
-type checked struct {
+// Checked is a call that passed Run's checks, ready to run: a caller
+// that must decide something between the checks and the run (a guard)
+// holds one.
+type Checked struct {
+	s       *Set
+	call    Call
 	args    []byte // compact JSON
 	timeout time.Duration
 	entry   *entry
 }
 
-func (s *Set) check(ctx context.Context, run RunFunc, c Call) (*checked, error) {
+// Check makes Run's checks of c without running the tool (run starts the
+// discovery when the dirs changed), so that a caller can refuse a bad call
+// before it asks anyone about it.
+func (s *Set) Check(ctx context.Context, run RunFunc, c Call) (*Checked, error) {
 	args, v, err := s.checkArgs(c.Args)
 	if err != nil {
 		return nil, err
@@ -116,7 +77,50 @@ func (s *Set) check(ctx context.Context, run RunFunc, c Call) (*checked, error) 
 	if err := e.schema.Validate(v); err != nil {
 		return nil, sandbox.Errorf(sandbox.ErrInvalid, CodeArgsInvalid, "arguments of tool %s do not match its schema: %v", c.Name, err)
 	}
-	return &checked{args: args, timeout: timeout, entry: e}, nil
+	return &Checked{s: s, call: c, args: args, timeout: timeout, entry: e}, nil
+}
+
+// Run runs the checked call in a fresh sandbox through run (see Set.Run).
+func (k *Checked) Run(ctx context.Context, run RunFunc) (*Response, error) {
+	s, c := k.s, k.call
+	env := map[string]string{"EXECBOX_TOOL_ACTION": "run", "EXECBOX_TOOL_NAME": c.Name}
+	files := maps.Clone(c.Files)
+	if len(k.args) > s.opts.ArgsMax {
+		if files == nil {
+			files = map[string][]byte{}
+		}
+		files[ArgsFile] = k.args
+		env["EXECBOX_TOOL_ARGS_FILE"] = ArgsFile
+	} else {
+		env["EXECBOX_TOOL_ARGS"] = string(k.args)
+	}
+	spec, p := s.template(c.Limits, c.Network, k.timeout, env)
+	spec.Files = files
+	start := time.Now()
+	out, res, err := s.invoke(ctx, run, spec, p, "running tool "+c.Name)
+	if err != nil {
+		return nil, err
+	}
+	w, err := decodeRun(out)
+	if err != nil {
+		return nil, fmt.Errorf("running tool %s: %w", c.Name, err)
+	}
+	r := &Response{
+		OK:        *w.OK,
+		Result:    w.Result,
+		Artifacts: res.Artifacts,
+		Source:    k.entry.spec.Source,
+		Backend:   res.Backend,
+		Isolation: res.Isolation.String(),
+		Duration:  time.Since(start),
+		Usage:     res.Usage,
+	}
+	if w.Error != nil {
+		r.Error = &Error{Code: w.Error.Code, Type: w.Error.Type, Message: w.Error.Message, Traceback: w.Error.Traceback}
+	}
+	r.Output, r.OutputTruncated = capText(res.Stderr, MaxOutput)
+	r.OutputTruncated = r.OutputTruncated || res.StderrTruncated
+	return r, nil
 }
 
 // checkArgs bounds, parses and compacts a call's arguments: a JSON object

@@ -26,11 +26,33 @@ func BenchmarkPython(b *testing.B) {
 	b.Run("bare", func(b *testing.B) {
 		p50(b, func() error { return exec.Command(args[0], args[1:]...).Run() })
 	})
+	root := reachableRoot(b)
+	eachBackend(b, root, func(b *testing.B, name string, be sandbox.Backend) {
+		p50(b, func() error {
+			res, err := sandbox.Run(context.Background(), be, sandbox.Spec{}, &sandbox.Process{Args: args})
+			if err == nil && !res.Succeeded() {
+				b.Fatalf("%s: %s %d %s", name, res.Reason, res.ExitCode, res.Stderr)
+			}
+			return err
+		})
+	})
+}
+
+// reachableRoot is a temp dir for work roots (and the tool runtime) that
+// bwrap, which runs as 65534, can reach.
+func reachableRoot(b *testing.B) string {
 	root := b.TempDir()
-	os.Chmod(root, 0o711) // bwrap runs as 65534 and must reach its work dirs
+	os.Chmod(root, 0o711)
 	for d := filepath.Dir(root); d != "/" && d != os.TempDir(); d = filepath.Dir(d) {
 		os.Chmod(d, 0o711)
 	}
+	return root
+}
+
+// eachBackend runs f as a sub-benchmark on every registered backend but
+// local that is available and ready here (the others are skipped with
+// their reason), each with its work root under root.
+func eachBackend(b *testing.B, root string, f func(b *testing.B, name string, be sandbox.Backend)) {
 	for _, name := range sandbox.Names() {
 		if name == "local" {
 			continue
@@ -44,17 +66,10 @@ func BenchmarkPython(b *testing.B) {
 			if c, ok := be.(interface{ Close() error }); ok {
 				defer c.Close()
 			}
-			ctx := context.Background()
-			if h := be.Health(ctx); !h.Available || !h.Ready {
+			if h := be.Health(context.Background()); !h.Available || !h.Ready {
 				b.Skipf("%s: %s", name, h.Reason)
 			}
-			p50(b, func() error {
-				res, err := sandbox.Run(ctx, be, sandbox.Spec{}, &sandbox.Process{Args: args})
-				if err == nil && !res.Succeeded() {
-					b.Fatalf("%s: %s %d %s", name, res.Reason, res.ExitCode, res.Stderr)
-				}
-				return err
-			})
+			f(b, name, be)
 		})
 	}
 }
@@ -63,11 +78,7 @@ func BenchmarkPython(b *testing.B) {
 // available here, a one-shot run of /bin/true (Create, Exec, Close) with
 // an Exec of it in a sandbox kept open (a session's exec).
 func BenchmarkSession(b *testing.B) {
-	root := b.TempDir()
-	os.Chmod(root, 0o711)
-	for d := filepath.Dir(root); d != "/" && d != os.TempDir(); d = filepath.Dir(d) {
-		os.Chmod(d, 0o711)
-	}
+	root := reachableRoot(b)
 	p := &sandbox.Process{Args: []string{"/bin/true"}}
 	for _, name := range sandbox.Names() {
 		if name == "local" {
@@ -135,11 +146,7 @@ func p50(b *testing.B, run func() error) {
 // runtime's start, the answer parsed) on every backend with the same
 // runtime run bare on the host.
 func BenchmarkTool(b *testing.B) {
-	root := b.TempDir()
-	os.Chmod(root, 0o711) // bwrap runs as 65534 and must reach the runtime
-	for d := filepath.Dir(root); d != "/" && d != os.TempDir(); d = filepath.Dir(d) {
-		os.Chmod(d, 0o711)
-	}
+	root := reachableRoot(b)
 	set, err := tool.New(tool.Options{RuntimeDir: filepath.Join(root, "runtime")})
 	if err != nil {
 		b.Fatal(err)
@@ -162,36 +169,22 @@ func BenchmarkTool(b *testing.B) {
 			return err
 		})
 	})
-	for _, name := range sandbox.Names() {
-		if name == "local" {
-			continue // it mounts nothing: tools are refused there
+	// local mounts nothing: tools are refused there, and eachBackend
+	// leaves it out.
+	eachBackend(b, root, func(b *testing.B, name string, be sandbox.Backend) {
+		ctx := context.Background()
+		run := func(ctx context.Context, spec sandbox.Spec, p *sandbox.Process) (*sandbox.Result, error) {
+			return sandbox.Run(ctx, be, spec, p)
 		}
-		b.Run(name, func(b *testing.B) {
-			r, _ := sandbox.Lookup(name)
-			be, err := r.New(sandbox.Settings{WorkRoot: filepath.Join(root, name)})
-			if err != nil {
-				b.Skip(err)
+		if _, err := set.List(ctx, run); err != nil {
+			b.Fatal(err)
+		}
+		p50(b, func() error {
+			res, err := set.Run(ctx, run, call)
+			if err == nil && !res.OK {
+				b.Fatalf("%s: %+v", name, res.Error)
 			}
-			if c, ok := be.(interface{ Close() error }); ok {
-				defer c.Close()
-			}
-			ctx := context.Background()
-			if h := be.Health(ctx); !h.Available || !h.Ready {
-				b.Skipf("%s: %s", name, h.Reason)
-			}
-			run := func(ctx context.Context, spec sandbox.Spec, p *sandbox.Process) (*sandbox.Result, error) {
-				return sandbox.Run(ctx, be, spec, p)
-			}
-			if _, err := set.List(ctx, run); err != nil {
-				b.Fatal(err)
-			}
-			p50(b, func() error {
-				res, err := set.Run(ctx, run, call)
-				if err == nil && !res.OK {
-					b.Fatalf("%s: %+v", name, res.Error)
-				}
-				return err
-			})
+			return err
 		})
-	}
+	})
 }

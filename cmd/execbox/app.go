@@ -10,6 +10,7 @@ import (
 	"github.com/execbox/execbox/engine"
 	"github.com/execbox/execbox/function"
 	"github.com/execbox/execbox/internal/config"
+	"github.com/execbox/execbox/internal/guard"
 	"github.com/execbox/execbox/internal/workdir"
 	"github.com/execbox/execbox/sandbox"
 	"github.com/execbox/execbox/tool"
@@ -115,6 +116,20 @@ func policy(cfg *config.Config) sandbox.Policy {
 		EnvAllowPrefix: cfg.EnvAllowPrefix,
 		RunAsUser:      cfg.RunAsUser,
 	}
+}
+
+// guardAndTools are what an API server (serve, mcp) puts around its
+// executions: the configured guard and tools.
+func guardAndTools(cfg *config.Config) (*guard.Guard, *tool.Set, error) {
+	gd, err := guard.New(cfg.Guard)
+	if err != nil {
+		return nil, nil, err
+	}
+	tools, err := newTools(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	return gd, tools, nil
 }
 
 // newTools is the configured tools: the built-ins and tools.dirs, with the

@@ -10,7 +10,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
 
-	"github.com/execbox/execbox/internal/guard"
 	"github.com/execbox/execbox/internal/mcpserver"
 	"github.com/execbox/execbox/internal/server"
 	"github.com/execbox/execbox/sandbox"
@@ -47,21 +46,17 @@ func runMCP(ctx context.Context, g *globals) error {
 		return err
 	}
 	defer closeAll()
-	// The API in-process, with no token: stdin and stdout are the local
-	// user's, and nothing listens.
 	// The guard's rules and budgets hold here too; a confirmation needs
 	// an admin on execbox serve's API, which this process does not offer.
 	if r := cfg.Guard.Confirms(); r != "" {
 		return sandbox.Errorf(sandbox.ErrInvalid, "config_invalid", "guard: %q holds calls for an admin's decision, which needs execbox serve; execbox mcp offers no API to decide them", r)
 	}
-	gd, err := guard.New(cfg.Guard)
+	gd, tools, err := guardAndTools(cfg)
 	if err != nil {
 		return err
 	}
-	tools, err := newTools(cfg)
-	if err != nil {
-		return err
-	}
+	// The API in-process, with no token: stdin and stdout are the local
+	// user's, and nothing listens.
 	api, err := server.New(server.Options{Engine: e, Audit: store, Logger: log, Guard: gd, Tools: tools,
 		MaxBody: cfg.Server.MaxBody, FunctionTimeout: cfg.Functions.Timeout})
 	if err != nil {

@@ -22,7 +22,6 @@ import (
 	"github.com/execbox/execbox/internal/audit"
 	"github.com/execbox/execbox/internal/auth"
 	"github.com/execbox/execbox/internal/config"
-	"github.com/execbox/execbox/internal/guard"
 	"github.com/execbox/execbox/internal/metrics"
 	"github.com/execbox/execbox/internal/server"
 	"github.com/execbox/execbox/internal/webhook"
@@ -120,11 +119,7 @@ func runServe(ctx context.Context, g *globals, listen string) error {
 	if h, _, err := net.SplitHostPort(cfg.Server.Listen); err == nil && h != "" && net.ParseIP(h) == nil {
 		hosts = append(slices.Clone(hosts), h)
 	}
-	gd, err := guard.New(cfg.Guard)
-	if err != nil {
-		return err
-	}
-	tools, err := newTools(cfg)
+	gd, tools, err := guardAndTools(cfg)
 	if err != nil {
 		return err
 	}

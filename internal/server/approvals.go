@@ -1,6 +1,7 @@
 package server
 
 import (
+	"log/slog"
 	"net/http"
 
 	v1 "github.com/execbox/execbox/api/v1"
@@ -77,6 +78,10 @@ func (x *execution) check(w http.ResponseWriter, c guard.Call, sel *sandbox.Sele
 		return false
 	}
 	x.pass = pass
+	if r := pass.Rule(); r != "" {
+		// The request's log line says which rule let it through.
+		x.info.attrs = append(x.info.attrs, slog.String("guard_rule", r))
+	}
 	return true
 }
 

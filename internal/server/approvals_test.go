@@ -39,6 +39,7 @@ func TestGuardRules(t *testing.T) {
 		{Name: "no-js", Action: guard.Deny, Languages: []string{"javascript"}},
 		{Name: "user-not-local", Action: guard.Deny, Tokens: []string{"user"}, Backends: []string{"local"}},
 		{Name: "no-lint", Action: guard.Deny, Operations: []string{"lint"}},
+		{Name: "the-rest", Action: guard.Allow},
 	}}, auth.Limits{})
 	before := en.auditCount()
 	for _, tc := range []struct {
@@ -61,6 +62,10 @@ func TestGuardRules(t *testing.T) {
 	}
 	if a := en.do("POST", "/v1/runs", `{"command":["echo","ok"]}`, "Authorization", asAdmin); a.status != 200 || !strings.Contains(string(a.body), `"stdout":"ok\n"`) {
 		t.Errorf("a run no rule denies: %d %s", a.status, a.body)
+	}
+	// Its log line names the rule that let it through.
+	if !strings.Contains(en.logs.String(), `"guard_rule":"the-rest"`) {
+		t.Errorf("no request logged with guard_rule the-rest:\n%s", en.logs.String())
 	}
 	// Every refusal is audited with its code; only the allowed run ran.
 	rows, _, err := en.audit.Query(context.Background(), auditRuns())

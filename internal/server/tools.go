@@ -96,14 +96,15 @@ func (s *Server) handleTool(w http.ResponseWriter, r *http.Request) {
 	owner := s.owner(x.info.identity)
 	sel := sandbox.Selection{Backend: req.Backend, Tier: req.Tier, MinIsolation: req.MinIsolation}
 	call := tool.Call{Name: name, Args: req.Args, Files: req.Files, Limits: req.Limits, Timeout: time.Duration(req.Timeout)}
-	if err := s.opts.Tools.Check(r.Context(), s.toolRun(owner, sel), call); err != nil {
+	checked, err := s.opts.Tools.Check(r.Context(), s.toolRun(owner, sel), call)
+	if err != nil {
 		x.fail(w, err)
 		return
 	}
 	if !x.check(w, guard.Call{Tool: name, Language: "python"}, &sel) {
 		return
 	}
-	resp, err := s.opts.Tools.Run(engine.WithTool(r.Context(), name), s.toolRun(owner, sel), call)
+	resp, err := checked.Run(engine.WithTool(r.Context(), name), s.toolRun(owner, sel))
 	if err != nil {
 		x.fail(w, err)
 		return

@@ -61,6 +61,15 @@ export function fromBase64(s: string): Uint8Array {
   return Uint8Array.from(atob(s), (c) => c.charCodeAt(0));
 }
 
+/** The files chosen in input as a request's files (name → base64), or
+ * undefined for none. */
+export async function chosenFiles(input: HTMLInputElement): Promise<Record<string, string> | undefined> {
+  if (!input.files?.length) return undefined;
+  const m: Record<string, string> = {};
+  for (const f of input.files) m[f.name] = toBase64(new Uint8Array(await f.arrayBuffer()));
+  return m;
+}
+
 export function toBase64(b: Uint8Array): string {
   let s = "";
   for (let i = 0; i < b.length; i += 0x8000) s += String.fromCharCode(...b.subarray(i, i + 0x8000));

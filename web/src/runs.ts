@@ -1,7 +1,7 @@
 // Runs: a command or code in a language, files to upload, limits; the
 // output streamed as the program writes it; artifacts to download.
 import { call, describe, type RunResult } from "./api.ts";
-import { download, field, fromBase64, h, size, toBase64 } from "./dom.ts";
+import { chosenFiles, download, field, fromBase64, h, size } from "./dom.ts";
 import { backendPicker } from "./pickers.ts";
 
 export function runsPage(root: HTMLElement): () => void {
@@ -54,11 +54,8 @@ export function runsPage(root: HTMLElement): () => void {
       if (parseFloat(wall.value) > 0) limits.wall = parseFloat(wall.value);
       if (memory.value.trim()) limits.memory = memory.value.trim();
       if (Object.keys(limits).length) req.limits = limits;
-      if (files.files?.length) {
-        const m: Record<string, string> = {};
-        for (const f of files.files) m[f.name] = toBase64(new Uint8Array(await f.arrayBuffer()));
-        req.files = m;
-      }
+      const chosen = await chosenFiles(files);
+      if (chosen) req.files = chosen;
       const dec = { stdout: new TextDecoder(), stderr: new TextDecoder() };
       status.textContent = "running…";
       for await (const ev of await call(async (c) => c.runStream(req as never, { signal: running!.signal }))) {

@@ -1,7 +1,7 @@
 // Tools: the server's tools with their argument schemas; one run with JSON
 // arguments, its result or its error, what it printed and the files it wrote.
 import { call, describe, type Tool, type ToolResult } from "./api.ts";
-import { download, field, fromBase64, h, size, toBase64 } from "./dom.ts";
+import { chosenFiles, download, field, fromBase64, h, size } from "./dom.ts";
 import { backendPicker } from "./pickers.ts";
 
 export function toolsPage(root: HTMLElement): () => void {
@@ -76,11 +76,8 @@ export function toolsPage(root: HTMLElement): () => void {
     start.disabled = true;
     try {
       const req: Record<string, unknown> = { ...where.selection(), args: JSON.parse(args.value || "{}") };
-      if (files.files?.length) {
-        const m: Record<string, string> = {};
-        for (const f of files.files) m[f.name] = toBase64(new Uint8Array(await f.arrayBuffer()));
-        req.files = m;
-      }
+      const chosen = await chosenFiles(files);
+      if (chosen) req.files = chosen;
       showResult(await call((c) => c.runTool(name.value, req as never, { signal: abort.signal })), status, result, output, artifacts);
     } catch (err) {
       status.className = "meta error";
