@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/execbox/execbox/agent"
 	"github.com/execbox/execbox/event"
 	"github.com/execbox/execbox/sandbox"
 )
@@ -124,9 +125,16 @@ type Session struct {
 	ending context.Context
 	end    context.CancelFunc
 
-	mu     sync.Mutex
-	info   SessionInfo
-	active int // operations running: the idle reaper leaves a busy session alone
+	mu        sync.Mutex
+	info      SessionInfo
+	active    int // operations running: the idle reaper leaves a busy session alone
+	contexts  map[string]*ContextInfo
+	terminals map[string]*sessionTerminal
+
+	// agentMu guards agent, the session's agent while one runs (see
+	// agent.go); it is taken before mu.
+	agentMu sync.Mutex
+	agent   *agent.Agent
 }
 
 // Bounds of a session's labels.
@@ -245,7 +253,7 @@ func (e *Engine) OpenSession(ctx context.Context, owner Owner, req SessionReques
 	}
 	// The place is taken before the sandbox is made, so that a burst of
 	// creates cannot overshoot the bounds.
-	s := &Session{e: e, owner: owner}
+	s := &Session{e: e, owner: owner, contexts: map[string]*ContextInfo{}, terminals: map[string]*sessionTerminal{}}
 	s.ending, s.end = context.WithCancel(context.Background())
 	if err := e.sessions.reserve(s, owner, o); err != nil {
 		return nil, err
@@ -413,6 +421,7 @@ func (s *Session) close(ctx context.Context, why string) error {
 	ss.mu.Unlock()
 
 	s.end()
+	s.stopAgent()
 	err := s.sb.Close(ctx)
 	info = s.Info()
 
@@ -546,6 +555,14 @@ func (s *Session) Exec(ctx context.Context, p *sandbox.Process) (*sandbox.Result
 	base := event.Event{Kind: event.KindSessionExec, Session: s.info.ID}
 	res, err := s.e.execute(ctx, base, func(ctx context.Context, a *attempt) (*sandbox.Result, error) {
 		a.backend, a.iso, a.started = s.info.Backend, s.info.Isolation, true
+		if ag := s.liveAgent(); ag != nil {
+			// The agent is the sandbox's one Exec: this one runs in it.
+			res, err := ag.Exec(ctx, p, s.info.Limits)
+			if res != nil {
+				res.ID, res.Backend, res.Isolation = s.info.ID, s.info.Backend, s.info.Isolation
+			}
+			return res, err
+		}
 		return s.sb.Exec(ctx, p)
 	})
 	if err == nil {

@@ -32,6 +32,7 @@ const (
 	KindRun         = "run"          // a one-shot run
 	KindFunction    = "function"     // a function call
 	KindSessionExec = "session_exec" // a command in a session
+	KindContext     = "context"      // a call in a session's interpreter context
 	KindSession     = "session"      // a session's own events
 	KindTool        = "tool"         // a tool call (Tool names it)
 	KindApproval    = "approval"     // an execution held by a guard rule

@@ -93,6 +93,26 @@ func TestSessionCLI(t *testing.T) {
 	if r = execbox(t, env, "", "session", "list"); r.code != 0 || !strings.Contains(r.stdout, id) || !strings.Contains(r.stdout, "who=cli") {
 		t.Fatalf("list: exit %d %q %q", r.code, r.stdout, r.stderr)
 	}
+	// A context that keeps its state, from the command line.
+	r = execbox(t, env, "", "session", "run-code", id, "import math\nr = 2")
+	ctxID, ok := strings.CutPrefix(strings.TrimSpace(r.stderr), "context: ")
+	if r.code != 0 || !ok {
+		t.Fatalf("run-code: exit %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	if r = execbox(t, env, "print('area')\nround(math.pi * r * r, 2)", "session", "run-code", id, "--context", ctxID, "-"); r.code != 0 || r.stdout != "area\n12.57\n" {
+		t.Fatalf("run-code in the context: exit %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	if r = execbox(t, env, "", "session", "run-code", id, "--context", ctxID, "1/0"); r.code != 1 || !strings.Contains(r.stderr, "ZeroDivisionError") {
+		t.Fatalf("run-code that raises: exit %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	if r = execbox(t, env, "", "session", "context", "list", id); r.code != 0 || !strings.Contains(r.stdout, ctxID) {
+		t.Fatalf("context list: exit %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	// attach with piped input: typed into python3 on a terminal, whose
+	// end of input ends it; execbox exits with its exit code.
+	if r = execbox(t, env, "print(6 * 7)\nimport sys; sys.exit(4)\n", "session", "attach", id, "--", "python3", "-q"); r.code != 4 || !strings.Contains(r.stdout, ">>> ") || !strings.Contains(r.stdout, "42") {
+		t.Fatalf("attach: exit %d %q %q", r.code, r.stdout, r.stderr)
+	}
 	for range 2 {
 		if r = execbox(t, env, "", "session", "close", id); r.code != 0 {
 			t.Fatalf("close: exit %d %q", r.code, r.stderr)
@@ -286,6 +306,15 @@ func TestSessionsAfterKill9(t *testing.T) {
 				ids = append(ids, sess.ID)
 			}
 			go c.Exec(context.Background(), ids[0], &v1.SessionExec{Command: []string{"sh", "-c", "touch started; exec sleep " + marker}})
+			// A context whose program lives in the session's agent.
+			cx, err := c.CreateContext(ctx, ids[1], "python")
+			if err != nil {
+				t.Fatal(err)
+			}
+			marker2 := fmt.Sprint(time.Now().UnixNano()%90000000 + 10000001)
+			if res, err := c.RunCode(ctx, ids[1], cx.ID, &v1.CodeRequest{Code: "import subprocess\nsubprocess.Popen(['sleep', '" + marker2 + "']).pid"}); err != nil || !res.OK {
+				t.Fatalf("starting a program from a context: %+v, %v", res, err)
+			}
 			for i := 0; ; i++ {
 				if _, err := c.Stat(ctx, ids[0], "started"); err == nil {
 					break
@@ -296,8 +325,8 @@ func TestSessionsAfterKill9(t *testing.T) {
 				time.Sleep(50 * time.Millisecond)
 			}
 			pid := s.cmd.Process.Pid
-			if hostVisible(b) && len(alive("sleep "+marker)) == 0 {
-				t.Fatal("the session's program is not seen on the host; the check is blind")
+			if hostVisible(b) && (len(alive("sleep "+marker)) == 0 || len(alive("sleep "+marker2)) == 0) {
+				t.Fatal("the sessions' programs are not seen on the host; the check is blind")
 			}
 			if b != "docker" && len(leftoversOf(pid, work)) == 0 {
 				t.Fatal("a live server with sessions shows nothing on the host; the check is blind")
@@ -311,6 +340,7 @@ func TestSessionsAfterKill9(t *testing.T) {
 			s2 := startServer(t, env)
 			noneLeft(t, "after a restart, the killed server's sessions", func() []string {
 				left := append(leftoversOf(pid, work), alive("sleep "+marker)...)
+				left = append(left, alive("sleep "+marker2)...)
 				if b == "docker" {
 					left = append(left, containersOf(t, ids)...)
 				}
@@ -319,7 +349,7 @@ func TestSessionsAfterKill9(t *testing.T) {
 			if l, err := s2.client("").Sessions(ctx); err != nil || len(l) != 0 {
 				t.Fatalf("the new server lists %d sessions (%v); none survive a restart", len(l), err)
 			}
-			_, err := s2.client("").Session(ctx, ids[1])
+			_, err = s2.client("").Session(ctx, ids[1])
 			var p *v1.Problem
 			if !errors.As(err, &p) || p.Code != "session_not_found" {
 				t.Fatalf("an old session after a restart: %v", err)

@@ -15,8 +15,8 @@ const captureChunk = 64 * KiB
 // Capture is an io.Writer that keeps the first limit bytes written to it,
 // drops the rest (the writer never fails, so the program is never blocked or
 // broken by the cap) and records that it did. An optional tee receives the
-// kept bytes as they arrive, for streaming; its errors stop the tee, not the
-// capture.
+// kept bytes as they arrive, for streaming (every byte, after TeeAll); its
+// errors stop the tee, not the capture.
 type Capture struct {
 	mu        sync.Mutex
 	chunks    [][]byte
@@ -26,6 +26,7 @@ type Capture struct {
 	tee       io.Writer
 	overflow  func()
 	truncated bool
+	teeAll    bool
 }
 
 // NewCapture returns a Capture keeping at most limit bytes. overflow, if not
@@ -49,12 +50,26 @@ func (c *Capture) Write(p []byte) (int, error) {
 		}
 	}
 	c.store(keep)
-	if c.tee != nil && len(keep) > 0 {
-		if _, err := c.tee.Write(keep); err != nil {
+	tee := keep
+	if c.teeAll {
+		tee = p
+	}
+	if c.tee != nil && len(tee) > 0 {
+		if _, err := c.tee.Write(tee); err != nil {
 			c.tee = nil
 		}
 	}
 	return len(p), nil
+}
+
+// TeeAll makes the tee receive every byte, not only the kept ones: the
+// output of a Lasting process is a protocol its caller reads as it comes,
+// bounded by the caller, not by the capture. It returns c.
+func (c *Capture) TeeAll() *Capture {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.teeAll = true
+	return c
 }
 
 // store appends p, which fits under the limit, to the chunks: it fills

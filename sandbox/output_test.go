@@ -51,3 +51,23 @@ func TestCaptureMemory(t *testing.T) {
 		t.Fatalf("%v allocations to keep %d bytes", allocs, n)
 	}
 }
+
+// TeeAll: the tee gets every byte, the capture keeps its limit.
+func TestCaptureTeeAll(t *testing.T) {
+	for _, all := range []bool{false, true} {
+		var tee strings.Builder
+		c := NewCapture(4, &tee, nil)
+		if all {
+			c.TeeAll()
+		}
+		c.Write([]byte("abc"))
+		c.Write([]byte("defg"))
+		want := "abcd"
+		if all {
+			want = "abcdefg"
+		}
+		if c.String() != "abcd" || !c.Truncated() || tee.String() != want {
+			t.Fatalf("TeeAll %v: kept %q, tee %q", all, c.String(), tee.String())
+		}
+	}
+}

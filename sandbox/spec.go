@@ -86,12 +86,21 @@ type Process struct {
 	// Timeout shortens the sandbox's wall limit for this process; zero or a
 	// larger value means Limits.Wall.
 	Timeout time.Duration
+	// Lasting marks a helper that lives for as long as a session asks
+	// (a session's agent): Timeout, which must be set, is its wall limit
+	// even when longer than Limits.Wall, its CPU time limit follows it, its
+	// output never ends it, and Stdout and Stderr get all of it (the
+	// Result keeps little; see LimitsFor).
+	Lasting bool
 }
 
 // Validate checks a process before it reaches a backend.
 func (p *Process) Validate() error {
 	if p == nil || len(p.Args) == 0 || p.Args[0] == "" {
 		return Errorf(ErrInvalid, "args_empty", "no program to run: args is empty")
+	}
+	if p.Lasting && p.Timeout <= 0 {
+		return Errorf(ErrInvalid, "timeout_invalid", "a lasting process needs a timeout")
 	}
 	for _, a := range p.Args {
 		if hasNUL(a) {
@@ -130,10 +139,25 @@ func (s *Spec) Validate() error {
 }
 
 // WallLimit is the wall-clock limit of running p under l: p.Timeout when it
-// is set and shorter than l.Wall, else l.Wall.
+// is set and shorter than l.Wall (or p is Lasting), else l.Wall.
 func (p *Process) WallLimit(l Limits) time.Duration {
-	if p.Timeout > 0 && p.Timeout < l.Wall {
+	if p.Timeout > 0 && (p.Timeout < l.Wall || p.Lasting) {
 		return p.Timeout
 	}
 	return l.Wall
+}
+
+// LimitsFor are the limits p runs under in a sandbox of limits l: l with
+// p's wall limit, and for a Lasting process a CPU time limit that follows
+// that wall limit, no kill at the output cap and at most 64 KiB of output
+// kept in the Result (its output is a protocol the caller reads as it
+// comes, through Stdout and Stderr).
+func (p *Process) LimitsFor(l Limits) Limits {
+	l.Wall = p.WallLimit(l)
+	if p.Lasting {
+		l.CPUTime = l.Wall.Truncate(time.Second) + 2*time.Second
+		l.OutputLimitKill = false
+		l.Output = min(l.Output, 64*KiB)
+	}
+	return l
 }

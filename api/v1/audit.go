@@ -25,6 +25,10 @@ const (
 	OpSession Operation = "session"
 	// OpSessionExec is an exec in a session.
 	OpSessionExec Operation = "session_exec"
+	// OpSessionCode is a call in an interpreter context of a session.
+	OpSessionCode Operation = "session_code"
+	// OpSessionTerminal is a program started on a terminal of a session.
+	OpSessionTerminal Operation = "session_terminal"
 	// OpAuth is the audit row of a failed authentication: its token is
 	// empty, its remote address and error code say who and why.
 	OpAuth Operation = "auth"
@@ -37,8 +41,8 @@ type AuditRecord struct {
 	RequestID string    `json:"request_id,omitempty"`
 	// Token is the name of the token that asked ("anonymous" without auth).
 	Token string `json:"token"`
-	// Operation is run, function, lint, tool, session, session_exec or
-	// auth.
+	// Operation is run, function, lint, tool, session, session_exec,
+	// session_code, session_terminal or auth.
 	Operation Operation       `json:"kind"`
 	Backend   string          `json:"backend,omitempty"`
 	Isolation string          `json:"isolation,omitempty"`

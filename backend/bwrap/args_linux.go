@@ -59,8 +59,11 @@ func (s *Sandbox) bwrapArgs(mounts []string) []string {
 		a = append(a, "--perms", fmt.Sprintf("%04o", f.Mode&0o777), "--file", fd(fdFiles+i), f.Path)
 	}
 	a = append(a, "--proc", "/proc")
-	// A minimal /dev instead of --dev (which brings an unbounded /dev/shm,
-	// ptmx and pts): the device nodes, the links, read-only.
+	// A minimal /dev instead of --dev (which brings an unbounded /dev/shm):
+	// the device nodes, the links, read-only. Terminals come from a --dev
+	// hidden in it, read-only but for its devpts (a new instance: the
+	// host's terminals are not in it), which /dev/pts and /dev/ptmx point
+	// into (bwrap binds only host paths).
 	a = append(a, "--size", "65536", "--perms", "0755", "--tmpfs", "/dev")
 	for _, d := range v.Devices {
 		a = append(a, "--dev-bind", "/dev/"+d, "/dev/"+d)
@@ -68,7 +71,8 @@ func (s *Sandbox) bwrapArgs(mounts []string) []string {
 	for _, l := range v.DevLinks {
 		a = append(a, "--symlink", l.Target, l.Path)
 	}
-	a = append(a, "--remount-ro", "/dev")
+	a = append(a, "--dev", ptyDev, "--symlink", ptyDev+"/pts", "/dev/pts", "--symlink", ptyDev+"/pts/ptmx", "/dev/ptmx",
+		"--remount-ro", ptyDev, "--remount-ro", "/dev")
 	a = append(a, "--bind", s.tmpDir, hostview.Tmp, "--bind", s.Work.Path, hostview.WorkDir)
 	for i, m := range v.Mounts {
 		op := "--ro-bind"
@@ -79,6 +83,9 @@ func (s *Sandbox) bwrapArgs(mounts []string) []string {
 	}
 	return append(a, "--remount-ro", "/")
 }
+
+// ptyDev is where bwrap's own /dev is mounted, for its devpts.
+const ptyDev = "/dev/.pty"
 
 // command is bwrap's argv: the arguments come through fdArgs (bwrap takes
 // the command only from its real argv), then the init, run through the fd

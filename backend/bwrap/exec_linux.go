@@ -81,7 +81,7 @@ func (s *Sandbox) initConfig(p *sandbox.Process) *initConfig {
 		Args:    p.Args,
 		Env:     sandbox.BuildEnv(os.Environ(), s.Spec.Policy, fixed, s.Spec.Env, p.Env),
 		Dir:     path.Join(hostview.WorkDir, p.Dir),
-		Rlimits: hostbase.Rlimits(s.Spec.Limits, s.Cgroup != nil, helperTasks),
+		Rlimits: hostbase.Rlimits(p.LimitsFor(s.Spec.Limits), s.Cgroup != nil, helperTasks),
 	}
 }
 

@@ -61,13 +61,15 @@ func (s *Sandbox) Exec(ctx context.Context, p *sandbox.Process) (*sandbox.Result
 	if why := s.c.deadReason(); why != "" {
 		return nil, sandbox.Errorf(sandbox.ErrInternal, "container_gone", "sandbox %s: its container %s was %s", s.id, s.c.name, why)
 	}
-	l := s.spec.Limits
+	// A lasting process keeps the container's CPU time rlimit, set when
+	// it was made (a process cannot raise its hard limit).
+	l := p.LimitsFor(s.spec.Limits)
 	fixed := map[string]string{"HOME": workDir, "TMPDIR": tmpDir, "PATH": sandboxPATH}
 	e := execSpec{
 		env:  sandbox.BuildEnv(os.Environ(), s.spec.Policy, fixed, s.spec.Env, p.Env),
 		dir:  workDir,
 		args: p.Args,
-		wall: p.WallLimit(l),
+		wall: l.Wall,
 	}
 	if p.Dir != "" {
 		e.dir = path.Join(workDir, p.Dir)
@@ -92,6 +94,10 @@ func (s *Sandbox) Exec(ctx context.Context, p *sandbox.Process) (*sandbox.Result
 	}
 	stdout := sandbox.NewCapture(l.Output, p.Stdout, onOverflow)
 	stderr := sandbox.NewCapture(l.Output, p.Stderr, onOverflow)
+	if p.Lasting {
+		stdout.TeeAll()
+		stderr.TeeAll()
+	}
 	e.stdout, e.stderr, e.overflow = stdout, stderr, overflow
 	if ctx.Err() != nil {
 		return s.canceled(), nil

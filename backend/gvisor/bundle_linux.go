@@ -18,7 +18,7 @@ import (
 
 // ociSpec is the bundle for running p in s.
 func (s *Sandbox) ociSpec(p *sandbox.Process) *specs.Spec {
-	l := s.Spec.Limits
+	l := p.LimitsFor(s.Spec.Limits)
 	fixed := map[string]string{"HOME": hostview.WorkDir, "TMPDIR": hostview.Tmp, "PATH": "/usr/local/bin:/usr/bin:/bin"}
 	env := sandbox.BuildEnv(os.Environ(), s.Spec.Policy, fixed, s.Spec.Env, p.Env)
 	cpu := uint64(max(l.CPUTime/time.Second, 1))

@@ -35,7 +35,7 @@ func (s *Sandbox) run(ctx context.Context, p *sandbox.Process) (*sandbox.Result,
 		return nil, sandbox.Errorf(sandbox.ErrInternal, "bundle_failed", "%w", err)
 	}
 
-	l := s.Spec.Limits
+	l := p.LimitsFor(s.Spec.Limits)
 	cmd := s.host.Own.runsc.runCmd(s.paths, s.Spec.Policy.Network, s.cid)
 	runCtx, stopRun := context.WithCancel(ctx)
 	defer stopRun()

@@ -21,7 +21,7 @@ import (
 
 // run runs p through the reaper, as a plain host subprocess.
 func (s *Sandbox) run(ctx context.Context, p *sandbox.Process) (*sandbox.Result, error) {
-	l := s.Spec.Limits
+	l := p.LimitsFor(s.Spec.Limits)
 	fixed := map[string]string{"HOME": s.Work.Path, "TMPDIR": s.tmp, "PATH": hostPATH()}
 	if s.user != nil {
 		fixed["USER"], fixed["LOGNAME"], fixed["SHELL"] = s.user.Username, s.user.Username, "/bin/sh"

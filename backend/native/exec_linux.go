@@ -117,7 +117,7 @@ func (s *Sandbox) run(ctx context.Context, p *sandbox.Process) (*sandbox.Result,
 
 // initConfig is the init's config for p.
 func (s *Sandbox) initConfig(p *sandbox.Process) *nsinit.Config {
-	l := s.Spec.Limits
+	l := p.LimitsFor(s.Spec.Limits)
 	fixed := map[string]string{"HOME": hostview.WorkDir, "TMPDIR": hostview.Tmp, "PATH": "/usr/local/bin:/usr/bin:/bin"}
 	cfg := &nsinit.Config{
 		Args:        p.Args,

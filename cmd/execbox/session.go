@@ -55,12 +55,14 @@ comes from EXECBOX_TOKEN. A remote path in cp is SESSION:PATH.
   id=$(execbox session create)
   execbox session exec $id -- sh -c 'echo hi > greeting'
   execbox session cp $id:greeting -
+  execbox session run-code $id 'x = 41; x + 1'     # a context that keeps x
+  execbox session attach $id -- python3             # an interactive REPL
   execbox session close $id`,
 	}
 	cmd.PersistentFlags().StringVar(&f.remote, "server", defaultServer(), "the execbox server's URL")
 	cmd.PersistentFlags().BoolVar(&f.asJSON, "json", false, "print the answers as JSON")
 	cmd.AddCommand(newSessionCreateCmd(f), newSessionListCmd(f), newSessionExecCmd(f), newSessionCpCmd(f),
-		newSessionLsCmd(f), newSessionCloseCmd(f))
+		newSessionLsCmd(f), newSessionCloseCmd(f), newSessionRunCodeCmd(f), newSessionContextCmd(f), newSessionAttachCmd(f))
 	return cmd
 }
 

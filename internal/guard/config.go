@@ -22,7 +22,7 @@ const (
 func (a Action) valid() bool { return a == Allow || a == Deny || a == Confirm }
 
 // operations are the values Call.Operation takes.
-var operations = []string{"run", "function", "lint", "tool", "session", "session_exec"}
+var operations = []string{"run", "function", "lint", "tool", "session", "session_exec", "session_code", "session_terminal"}
 
 // Bounds of Approvals.
 const (
@@ -38,7 +38,7 @@ type Rule struct {
 	Name       string   `yaml:"name" json:"name"`                       // required, unique; named in refusals
 	Action     Action   `yaml:"action" json:"action"`                   // allow, deny or confirm
 	Tokens     []string `yaml:"tokens" json:"tokens,omitempty"`         // token names; "" is the caller of a server without tokens
-	Operations []string `yaml:"operations" json:"operations,omitempty"` // run, function, lint, tool, session, session_exec
+	Operations []string `yaml:"operations" json:"operations,omitempty"` // run, function, lint, tool, session, session_exec, session_code, session_terminal
 	Tools      []string `yaml:"tools" json:"tools,omitempty"`           // tool names
 	Languages  []string `yaml:"languages" json:"languages,omitempty"`   // languages
 	Backends   []string `yaml:"backends" json:"backends,omitempty"`     // backend names

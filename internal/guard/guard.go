@@ -24,7 +24,7 @@ const (
 // Call is one execution request as the guard sees it.
 type Call struct {
 	Token     string `json:"token"`              // token name; "" on a server without tokens
-	Operation string `json:"operation"`          // run, function, lint, tool, session, session_exec
+	Operation string `json:"operation"`          // run, function, lint, tool, session, session_exec, session_code, session_terminal
 	Tool      string `json:"tool,omitempty"`     // tool name, for a tool call
 	Language  string `json:"language,omitempty"` // language, when there is one
 	Backend   string `json:"backend,omitempty"`  // backend asked for ("" or auto: not yet chosen)

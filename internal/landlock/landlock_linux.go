@@ -72,10 +72,14 @@ func RestrictThread(ro, rw []string) (string, error) {
 	return fmt.Sprintf("landlock ABI %d", abi), nil
 }
 
+// Terminals is where a sandbox's devpts is mounted (a new instance of its
+// own): read, write and device ioctls are allowed below it when it exists.
+const Terminals = "/dev/pts"
+
 // ruleset is the policy: the newest filesystem rights and scopes
 // go-landlock knows, cut down to what the kernel has (network ports stay
 // unhandled), with read+execute below ro and read+write+execute+refer
-// below rw.
+// below rw, and read+write+ioctl on Terminals.
 func ruleset(ro, rw []string) (golandlock.Config, []golandlock.Rule, error) {
 	var rules []golandlock.Rule
 	rwDirs := func(paths ...string) golandlock.FSRule { return golandlock.RWDirs(paths...).WithRefer() }
@@ -92,6 +96,15 @@ func ruleset(ro, rw []string) (golandlock.Config, []golandlock.Rule, error) {
 				rules = append(rules, r)
 			}
 		}
+	}
+	// A sandbox's own terminals: a program on a PTY needs ioctls on it
+	// (unlocking and naming the pty, the window size), which RWDirs does
+	// not give.
+	ttys := func(paths ...string) golandlock.FSRule { return golandlock.RWDirs(paths...).WithIoctlDev() }
+	if r, err := rule(Terminals, ttys, golandlock.RWFiles); err != nil {
+		return golandlock.Config{}, nil, err
+	} else if r != nil {
+		rules = append(rules, r)
 	}
 	cfg := golandlock.Config{
 		HandledAccessFS: golandlock.V11.HandledAccessFS,

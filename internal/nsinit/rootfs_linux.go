@@ -209,6 +209,16 @@ func mountDev(root string, devices []string, links []Symlink) error {
 			return fmt.Errorf("creating %s: %w", l.Path, err)
 		}
 	}
+	// Terminals: a devpts of the sandbox's own (newinstance: the host's
+	// terminals are not in it), so that a session can run a program on a
+	// PTY.
+	if err := mountAt(root, "/dev/pts", "devpts", "devpts", unix.MS_NOSUID|unix.MS_NOEXEC,
+		"newinstance,ptmxmode=0666,mode=0620,max=64"); err != nil {
+		return err
+	}
+	if err := os.Symlink("pts/ptmx", join(root, "/dev/ptmx")); err != nil {
+		return fmt.Errorf("creating /dev/ptmx: %w", err)
+	}
 	if err := unix.MountSetattr(unix.AT_FDCWD, join(root, "/dev"), 0, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}); err != nil {
 		return fmt.Errorf("making /dev read-only: %w", err)
 	}

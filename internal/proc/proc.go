@@ -26,6 +26,7 @@ type Options struct {
 	OutputLimitKill bool          // end the run when a stream passes Output
 	Stdin           io.Reader     // nil: the program reads EOF
 	Stdout, Stderr  io.Writer     // optional live copies of the output
+	TeeAll          bool          // the live copies get all of it, not only what Output keeps
 	// Kill ends the whole process tree. It is called on timeout, cancel or
 	// output limit, and after the main process exits; it must be idempotent.
 	// Nil means killing the main process only.
@@ -67,6 +68,10 @@ func Run(ctx context.Context, cmd *exec.Cmd, o Options) (*Outcome, error) {
 	out := &Outcome{
 		Stdout: sandbox.NewCapture(o.Output, o.Stdout, onOverflow),
 		Stderr: sandbox.NewCapture(o.Output, o.Stderr, onOverflow),
+	}
+	if o.TeeAll {
+		out.Stdout.TeeAll()
+		out.Stderr.TeeAll()
 	}
 
 	var parentEnds, childEnds []*os.File

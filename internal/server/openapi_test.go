@@ -50,7 +50,7 @@ func loadDoc(t *testing.T) (doc, map[string]any) {
 // TestOpenAPIIsJSON: the YAML document converts to JSON.
 func TestOpenAPIIsJSON(t *testing.T) {
 	d, _ := loadDoc(t)
-	if d.OpenAPI != "3.1.0" || len(d.Paths) != 26 {
+	if d.OpenAPI != "3.1.0" || len(d.Paths) != 35 {
 		t.Fatalf("openapi %q, %d paths", d.OpenAPI, len(d.Paths))
 	}
 }
@@ -82,12 +82,27 @@ func TestOpenAPIMatchesHandlers(t *testing.T) {
 	} else if err := json.Unmarshal(a.body, &sess); err != nil {
 		t.Fatal(err)
 	}
+	// And a real context and terminal (cat: it takes input until killed).
+	var ctx v1.Context
+	var term v1.Terminal
+	for _, c := range []struct {
+		path, body string
+		v          any
+	}{{"/contexts", `{"language":"python"}`, &ctx}, {"/terminals", `{"command":["cat"]}`, &term}} {
+		a := en.do("POST", "/v1/sessions/"+sess.ID+c.path, []byte(c.body), "Authorization", "Bearer "+secret, "Content-Type", "application/json")
+		if a.status != http.StatusCreated {
+			t.Fatalf("POST %s: %d %s", c.path, a.status, a.body)
+		}
+		if err := json.Unmarshal(a.body, c.v); err != nil {
+			t.Fatal(err)
+		}
+	}
 	concrete := func(method, path string) string {
 		file := "f.txt"
 		if strings.Contains(path, "/list/") || strings.Contains(path, "/mkdir/") || strings.Contains(path, "/upload/") {
 			file = "d"
 		}
-		path = strings.ReplaceAll(path, "{id}", sess.ID)
+		path = strings.NewReplacer("{id}", sess.ID, "{ctx}", ctx.ID, "{term}", term.ID).Replace(path)
 		return strings.ReplaceAll(path, "{path}", file)
 	}
 	for _, call := range []struct{ method, path, ct, body string }{
@@ -161,7 +176,7 @@ func TestOpenAPIMatchesHandlers(t *testing.T) {
 			// real ones).
 			want = http.StatusNotFound
 		}
-		if k == "GET /v1/events" {
+		if k == "GET /v1/events" || k == "GET /v1/sessions/{id}/terminals/{term}/output" {
 			// A stream that does not end: its status only.
 			ctx, cancel := context.WithCancel(context.Background())
 			req, _ := http.NewRequestWithContext(ctx, method, en.http.URL+path, nil)
@@ -221,7 +236,7 @@ func TestOpenAPIMatchesHandlers(t *testing.T) {
 			t.Errorf("PATCH %s: status %d, want 405", path, a.status)
 		}
 	}
-	for _, p := range []string{"/v1/sessions/{id}/files/{path}", "/v1/sessions/{id}"} {
+	for _, p := range []string{"/v1/sessions/{id}/files/{path}", "/v1/sessions/{id}/contexts/{ctx}", "/v1/sessions/{id}/terminals/{term}", "/v1/sessions/{id}"} {
 		if _, ok := documented["DELETE "+p]; !ok {
 			t.Errorf("DELETE %s is not documented", p)
 		}

@@ -53,7 +53,7 @@ func (s *Server) routeTable() []route {
 		{"GET", "/readyz", public, s.handleReadyz},
 		{"GET", "/metrics", metricsAccess, s.metrics.Handler().ServeHTTP},
 		{"POST", "/mcp", token, s.handleMCP},
-	}, slices.Concat(s.sessionRoutes(), s.toolRoutes(), s.approvalRoutes())...)
+	}, slices.Concat(s.sessionRoutes(), s.contextRoutes(), s.toolRoutes(), s.approvalRoutes())...)
 }
 
 func (s *Server) mux() http.Handler {

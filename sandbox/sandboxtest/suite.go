@@ -104,6 +104,7 @@ type suite struct {
 //	io/select_poll_pipe
 //	session/{state_persists,files/{round_trip_50MiB,visible_both_ways,bounds,
 //	         dirs,symlinks_not_followed}}
+//	agent/{contexts,terminal,exec}
 //	leaks/runs
 //
 // where <rule> is one of absolute, dotdot, dotdot_inner, nul, long_component,
@@ -146,6 +147,7 @@ func Run(t *testing.T, b sandbox.Backend, opts ...Option) {
 	s.run(t, "fs", s.testFS)
 	s.run(t, "io", s.testIO)
 	s.run(t, "session", s.testSession)
+	s.run(t, "agent", s.testAgent)
 	s.run(t, "leaks", s.testLeaks)
 }
 

@@ -98,10 +98,10 @@ func (s *WorkSandbox) BeginClose() bool { return s.life.Close() }
 // Supervision are proc's options for running p under the sandbox's
 // limits; kill ends the whole process tree.
 func (s *WorkSandbox) Supervision(p *sandbox.Process, kill func() error) proc.Options {
-	l := s.Spec.Limits
+	l := p.LimitsFor(s.Spec.Limits)
 	return proc.Options{
-		Wall: p.WallLimit(l), Output: l.Output, OutputLimitKill: l.OutputLimitKill,
-		Stdin: p.Stdin, Stdout: p.Stdout, Stderr: p.Stderr,
+		Wall: l.Wall, Output: l.Output, OutputLimitKill: l.OutputLimitKill,
+		Stdin: p.Stdin, Stdout: p.Stdout, Stderr: p.Stderr, TeeAll: p.Lasting,
 		Kill: kill,
 	}
 }

@@ -1,0 +1,407 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/execbox/execbox/agent"
+	v1 "github.com/execbox/execbox/api/v1"
+	"github.com/execbox/execbox/engine"
+	"github.com/execbox/execbox/internal/audit"
+	"github.com/execbox/execbox/internal/guard"
+	"github.com/execbox/execbox/sandbox"
+)
+
+// contextRoutes are the routes of a session's interpreter contexts and
+// terminals.
+func (s *Server) contextRoutes() []route {
+	return []route{
+		{"POST", "/v1/sessions/{id}/contexts", token, s.handleContextCreate},
+		{"GET", "/v1/sessions/{id}/contexts", token, s.handleContextList},
+		{"POST", "/v1/sessions/{id}/contexts/{ctx}/run", token, s.handleContextRun},
+		{"POST", "/v1/sessions/{id}/contexts/{ctx}/reset", token, s.handleContextReset},
+		{"DELETE", "/v1/sessions/{id}/contexts/{ctx}", token, s.handleContextDelete},
+		{"POST", "/v1/sessions/{id}/terminals", token, s.handleTerminalOpen},
+		{"GET", "/v1/sessions/{id}/terminals", token, s.handleTerminalList},
+		{"GET", "/v1/sessions/{id}/terminals/{term}", token, s.handleTerminalGet},
+		{"GET", "/v1/sessions/{id}/terminals/{term}/output", token, s.handleTerminalOutput},
+		{"POST", "/v1/sessions/{id}/terminals/{term}/input", token, s.handleTerminalInput},
+		{"POST", "/v1/sessions/{id}/terminals/{term}/resize", token, s.handleTerminalResize},
+		{"DELETE", "/v1/sessions/{id}/terminals/{term}", token, s.handleTerminalKill},
+	}
+}
+
+func contextToWire(c engine.ContextInfo) v1.Context {
+	return v1.Context{ID: c.ID, Language: c.Language, Created: c.Created, Calls: c.Calls, Lost: c.Lost}
+}
+
+func terminalToWire(t engine.TerminalInfo) v1.Terminal {
+	out := v1.Terminal{ID: t.ID, Command: t.Args, Created: t.Created}
+	if t.Exit != nil {
+		out.Exit = &v1.TerminalExit{ExitCode: t.Exit.ExitCode, Signal: t.Exit.Signal, Error: t.Exit.Error}
+	}
+	return out
+}
+
+// handleContextCreate is POST /v1/sessions/{id}/contexts: 201 with the
+// new context. Its interpreter starts in the session's agent (the first
+// context or terminal starts the agent).
+func (s *Server) handleContextCreate(w http.ResponseWriter, r *http.Request) {
+	x := s.begin(r, v1.OpSessionCode)
+	defer x.end()
+	if !x.admit(w) {
+		return
+	}
+	sess, err := s.session(r)
+	if err != nil {
+		x.fail(w, err)
+		return
+	}
+	x.entry.Session = sess.ID()
+	var req v1.ContextRequest
+	if err := s.decodeJSON(w, r, &req, s.opts.MaxBody); err != nil {
+		x.fail(w, err)
+		return
+	}
+	if req.Language == "" {
+		req.Language = "python"
+	}
+	info := sess.Info()
+	if !x.check(w, guard.Call{Language: req.Language, Backend: info.Backend}, nil) {
+		return
+	}
+	c, err := sess.CreateContext(r.Context(), req.Language)
+	if err != nil {
+		x.fail(w, err)
+		return
+	}
+	x.entry.Backend, x.entry.Isolation, x.entry.Reason = info.Backend, info.Isolation.String(), "created"
+	x.end()
+	w.Header().Set("Location", "/v1/sessions/"+sess.ID()+"/contexts/"+c.ID)
+	writeJSON(w, http.StatusCreated, contextToWire(c))
+}
+
+// handleContextList is GET /v1/sessions/{id}/contexts.
+func (s *Server) handleContextList(w http.ResponseWriter, r *http.Request) {
+	sess, err := s.session(r)
+	if err != nil {
+		writeProblem(w, r, problemOf(r, err))
+		return
+	}
+	out := v1.Contexts{Contexts: []v1.Context{}}
+	for _, c := range sess.Contexts() {
+		out.Contexts = append(out.Contexts, contextToWire(c))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// handleContextRun is POST /v1/sessions/{id}/contexts/{ctx}/run: the code
+// runs in the context; 200 with how it ended, also when it raised.
+func (s *Server) handleContextRun(w http.ResponseWriter, r *http.Request) {
+	x := s.begin(r, v1.OpSessionCode)
+	defer x.end()
+	if !x.admit(w) {
+		return
+	}
+	sess, err := s.session(r)
+	if err != nil {
+		x.fail(w, err)
+		return
+	}
+	x.entry.Session = sess.ID()
+	var req v1.CodeRequest
+	if err := s.decodeJSON(w, r, &req, s.opts.MaxBody); err != nil {
+		x.fail(w, err)
+		return
+	}
+	x.inFlight()
+	id := r.PathValue("ctx")
+	h := audit.NewRequestHash("session_code")
+	h.Field("session", []byte(sess.ID()))
+	h.Field("context", []byte(id))
+	h.Field("code", []byte(req.Code))
+	x.entry.CodeSHA256 = h.Sum()
+	info := sess.Info()
+	lang := ""
+	for _, c := range sess.Contexts() {
+		if c.ID == id {
+			lang = c.Language
+		}
+	}
+	if !x.check(w, guard.Call{Language: lang, Backend: info.Backend}, nil) {
+		return
+	}
+	x.entry.Limits = &info.Limits
+	res, err := sess.RunCode(r.Context(), id, req.Code, time.Duration(req.Timeout), nil, nil)
+	if err != nil {
+		var ferr error = err
+		if sandbox.CodeOf(err) == "timeout_invalid" || sandbox.CodeOf(err) == "code_too_large" {
+			ferr = &v1.FieldError{Field: map[string]string{"timeout_invalid": "timeout", "code_too_large": "code"}[sandbox.CodeOf(err)], Err: err}
+		}
+		x.fail(w, ferr)
+		return
+	}
+	x.entry.Code = req.Code
+	x.entry.Backend, x.entry.Isolation = info.Backend, info.Isolation.String()
+	x.entry.Reason = "ok"
+	if res.Error != nil {
+		x.entry.Reason = res.Error.Type
+	}
+	x.end()
+	out := v1.CodeResult{OK: res.OK, Value: res.Value, Repr: res.Repr, Type: res.Type, Stdout: res.Stdout, Stderr: res.Stderr,
+		StdoutTruncated: res.StdoutTruncated, StderrTruncated: res.StderrTruncated, Interrupted: res.Interrupted, Lost: res.Lost,
+		DurationMS: float64(res.Duration.Microseconds()) / 1000}
+	if res.Error != nil {
+		out.Error = &v1.CodeError{Type: res.Error.Type, Message: res.Error.Message, Traceback: res.Error.Traceback}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// handleContextReset is POST /v1/sessions/{id}/contexts/{ctx}/reset: the
+// context starts afresh, under the same id.
+func (s *Server) handleContextReset(w http.ResponseWriter, r *http.Request) {
+	sess, err := s.session(r)
+	if err != nil {
+		writeProblem(w, r, problemOf(r, err))
+		return
+	}
+	c, err := sess.ResetContext(r.Context(), r.PathValue("ctx"))
+	if err != nil {
+		writeProblem(w, r, problemOf(r, err))
+		return
+	}
+	writeJSON(w, http.StatusOK, contextToWire(c))
+}
+
+// handleContextDelete is DELETE /v1/sessions/{id}/contexts/{ctx}: 204.
+func (s *Server) handleContextDelete(w http.ResponseWriter, r *http.Request) {
+	sess, err := s.session(r)
+	if err == nil {
+		err = sess.DeleteContext(r.PathValue("ctx"))
+	}
+	if err != nil {
+		writeProblem(w, r, problemOf(r, err))
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// handleTerminalOpen is POST /v1/sessions/{id}/terminals: 201 with the
+// terminal, whose program runs on a PTY in the sandbox.
+func (s *Server) handleTerminalOpen(w http.ResponseWriter, r *http.Request) {
+	x := s.begin(r, v1.OpSessionTerminal)
+	defer x.end()
+	if !x.admit(w) {
+		return
+	}
+	sess, err := s.session(r)
+	if err != nil {
+		x.fail(w, err)
+		return
+	}
+	x.entry.Session = sess.ID()
+	var req v1.TerminalRequest
+	if err := s.decodeJSON(w, r, &req, s.opts.MaxBody); err != nil {
+		x.fail(w, err)
+		return
+	}
+	h := audit.NewRequestHash("session_terminal")
+	h.Field("session", []byte(sess.ID()))
+	cmd, _ := json.Marshal(req.Command)
+	h.Field("command", cmd)
+	h.Field("dir", []byte(req.Dir))
+	x.entry.CodeSHA256 = h.Sum()
+	info := sess.Info()
+	if !x.check(w, guard.Call{Language: "command", Backend: info.Backend}, nil) {
+		return
+	}
+	t, err := sess.OpenTerminal(r.Context(), engine.TerminalRequest{Args: req.Command, Env: req.Env, Dir: req.Dir, Rows: req.Rows, Cols: req.Cols})
+	if err != nil {
+		x.fail(w, err)
+		return
+	}
+	x.entry.Code = string(cmd)
+	x.entry.Backend, x.entry.Isolation, x.entry.Reason = info.Backend, info.Isolation.String(), "started"
+	x.end()
+	w.Header().Set("Location", "/v1/sessions/"+sess.ID()+"/terminals/"+t.ID)
+	writeJSON(w, http.StatusCreated, terminalToWire(t))
+}
+
+// handleTerminalList is GET /v1/sessions/{id}/terminals.
+func (s *Server) handleTerminalList(w http.ResponseWriter, r *http.Request) {
+	sess, err := s.session(r)
+	if err != nil {
+		writeProblem(w, r, problemOf(r, err))
+		return
+	}
+	out := v1.Terminals{Terminals: []v1.Terminal{}}
+	for _, t := range sess.Terminals() {
+		out.Terminals = append(out.Terminals, terminalToWire(t))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// engineTerminal is a session's terminal and what it was when found.
+type engineTerminal struct {
+	t    *agent.Terminal
+	info engine.TerminalInfo
+}
+
+// terminal finds terminal {term} of the caller's session {id}.
+func (s *Server) terminal(r *http.Request) (*engine.Session, *engineTerminal, error) {
+	sess, err := s.session(r)
+	if err != nil {
+		return nil, nil, err
+	}
+	t, info, err := sess.Terminal(r.PathValue("term"))
+	if err != nil {
+		return nil, nil, err
+	}
+	return sess, &engineTerminal{t, info}, nil
+}
+
+// handleTerminalGet is GET /v1/sessions/{id}/terminals/{term}.
+func (s *Server) handleTerminalGet(w http.ResponseWriter, r *http.Request) {
+	_, t, err := s.terminal(r)
+	if err != nil {
+		writeProblem(w, r, problemOf(r, err))
+		return
+	}
+	writeJSON(w, http.StatusOK, terminalToWire(t.info))
+}
+
+// handleTerminalOutput is GET /v1/sessions/{id}/terminals/{term}/output:
+// server-sent events — "output" ({data: base64, dropped}) as the terminal
+// shows it, then "exit" once the program has ended and its output is read.
+// One reader at a time (a second is 429 terminal_read); the output kept while nobody
+// reads is bounded (the oldest is dropped, and the next event says how
+// much). While it streams, the session is in use.
+func (s *Server) handleTerminalOutput(w http.ResponseWriter, r *http.Request) {
+	sess, t, err := s.terminal(r)
+	if err != nil {
+		writeProblem(w, r, problemOf(r, err))
+		return
+	}
+	release, ok := t.t.Claim()
+	if !ok {
+		writeProblem(w, r, v1.NewProblem(sandbox.Errorf(sandbox.ErrBusy, "terminal_read", "another request is reading terminal %s", t.info.ID)))
+		return
+	}
+	defer release()
+	defer sess.Use()()
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	send := func(event string, v any) bool {
+		b, _ := json.Marshal(v)
+		rc.SetWriteDeadline(time.Now().Add(s.opts.WriteTimeout))
+		if event == "" {
+			_, err = fmt.Fprint(w, ": keep-alive\n\n")
+		} else {
+			_, err = fmt.Fprintf(w, "event: %s\ndata: %s\n\n", event, b)
+		}
+		return err == nil && rc.Flush() == nil
+	}
+	if !send("", nil) {
+		return
+	}
+	ctx := r.Context()
+	for {
+		rctx, cancel := context.WithTimeout(ctx, heartbeat)
+		data, dropped, exit, err := t.t.Read(rctx)
+		cancel()
+		switch {
+		case exit != nil:
+			send(v1.TerminalEventExit, v1.TerminalExit{ExitCode: exit.ExitCode, Signal: exit.Signal, Error: exit.Error})
+			return
+		case err != nil && ctx.Err() != nil:
+			return
+		case err != nil:
+			select {
+			case <-s.drain:
+				return
+			case <-sess.Ending():
+				return
+			default:
+			}
+			if !send("", nil) {
+				return
+			}
+		default:
+			if !send(v1.TerminalEventOutput, v1.TerminalOutput{Data: data, Dropped: dropped}) {
+				return
+			}
+		}
+	}
+}
+
+// handleTerminalInput is POST /v1/sessions/{id}/terminals/{term}/input:
+// the raw body (at most v1.MaxTerminalInput bytes) is typed into the
+// terminal; 204.
+func (s *Server) handleTerminalInput(w http.ResponseWriter, r *http.Request) {
+	sess, t, err := s.terminal(r)
+	if err != nil {
+		writeProblem(w, r, problemOf(r, err))
+		return
+	}
+	defer sess.Use()()
+	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, v1.MaxTerminalInput))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			err = sandbox.Errorf(sandbox.ErrLimit, "input_too_large", "terminal input is at most %d bytes a request", v1.MaxTerminalInput)
+		}
+		writeProblem(w, r, problemOf(r, err))
+		return
+	}
+	if t.info.Exit != nil {
+		writeProblem(w, r, problemOf(r, sandbox.Errorf(sandbox.ErrInvalid, "terminal_ended", "terminal %s has ended", t.info.ID)))
+		return
+	}
+	if err := t.t.Write(data); err != nil {
+		writeProblem(w, r, problemOf(r, err))
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// handleTerminalResize is POST /v1/sessions/{id}/terminals/{term}/resize.
+func (s *Server) handleTerminalResize(w http.ResponseWriter, r *http.Request) {
+	_, t, err := s.terminal(r)
+	if err != nil {
+		writeProblem(w, r, problemOf(r, err))
+		return
+	}
+	var req v1.TerminalResize
+	if err := s.decodeJSON(w, r, &req, s.opts.MaxBody); err != nil {
+		writeProblem(w, r, problemOf(r, err))
+		return
+	}
+	if err := t.t.Resize(req.Rows, req.Cols); err != nil {
+		writeProblem(w, r, problemOf(r, err))
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// handleTerminalKill is DELETE /v1/sessions/{id}/terminals/{term}: its
+// program and everything it started are killed; 204.
+func (s *Server) handleTerminalKill(w http.ResponseWriter, r *http.Request) {
+	_, t, err := s.terminal(r)
+	if err == nil && t.info.Exit == nil {
+		err = t.t.Kill()
+	}
+	if err != nil {
+		writeProblem(w, r, problemOf(r, err))
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}

@@ -1,0 +1,260 @@
+package sandboxtest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/execbox/execbox/agent"
+	"github.com/execbox/execbox/sandbox"
+)
+
+// testAgent is the session part that needs a process lasting beside the
+// execs: a session's agent runs in a sandbox — interpreter contexts that
+// keep their state, a terminal, and execs through the agent beside them.
+func (s *suite) testAgent(t *testing.T) {
+	s.run(t, "contexts", s.agentContexts)
+	s.run(t, "terminal", s.agentTerminal)
+	s.run(t, "exec", s.agentExec)
+}
+
+// startAgent starts an agent in a new sandbox.
+func (s *suite) startAgent(t *testing.T) (sandbox.Sandbox, *agent.Agent) {
+	t.Helper()
+	sb := s.create(t, s.spec(func(sp *sandbox.Spec) { sp.Limits.Wall = 20 * time.Second }))
+	a, err := agent.Start(t.Context(), sb, 2*time.Minute)
+	if err != nil {
+		t.Fatalf("starting the agent: %v", err)
+	}
+	t.Cleanup(a.Close)
+	return sb, a
+}
+
+func runCode(t *testing.T, a *agent.Agent, id, code string, timeout time.Duration) *agent.CodeResult {
+	t.Helper()
+	res, err := a.RunCode(t.Context(), id, code, timeout, 1<<20, nil, nil)
+	if err != nil {
+		t.Fatalf("running %q: %v", code, err)
+	}
+	return res
+}
+
+// agentContexts: a Python context keeps a variable, an import and a
+// function across calls and returns the last expression's value; an
+// infinite loop is interrupted at its timeout and the context lives on;
+// an error comes back typed with its traceback; a JavaScript context keeps
+// its state too.
+func (s *suite) agentContexts(t *testing.T) {
+	_, a := s.startAgent(t)
+	if err := a.NewContext(t.Context(), "py", "python"); err != nil {
+		t.Fatal(err)
+	}
+	runCode(t, a, "py", "import math\nx = 20\ndef f(y):\n    return x + y", 10*time.Second)
+	res := runCode(t, a, "py", "print('hi')\n{'v': f(math.floor(1.9)) + 21, 'l': [1, 2]}", 10*time.Second)
+	if !res.OK || res.Stdout != "hi\n" || !jsonEq(res.Value, `{"v": 42, "l": [1, 2]}`) {
+		t.Fatalf("python call: %+v (value %s)", res, res.Value)
+	}
+	res = runCode(t, a, "py", "object()", 10*time.Second)
+	if !res.OK || res.Value != nil || !strings.HasPrefix(res.Repr, "<object object") {
+		t.Fatalf("a value JSON cannot carry: %+v", res)
+	}
+	start := time.Now()
+	res = runCode(t, a, "py", "x = 99\nwhile True:\n    pass", time.Second)
+	if res.OK || !res.Interrupted || res.Lost || res.Error == nil || res.Error.Type != "TimeoutError" {
+		t.Fatalf("an infinite loop: %+v", res)
+	}
+	if d := time.Since(start); d > 8*time.Second {
+		t.Fatalf("the loop was interrupted after %v", d)
+	}
+	res = runCode(t, a, "py", "x", 10*time.Second)
+	if !res.OK || string(res.Value) != "99" {
+		t.Fatalf("after the interrupt the context has x = %s (%+v)", res.Value, res)
+	}
+	res = runCode(t, a, "py", "def g():\n    raise ValueError('bad')\ng()", 10*time.Second)
+	if res.OK || res.Error == nil || res.Error.Type != "ValueError" || res.Error.Message != "bad" || !strings.Contains(res.Error.Traceback, "line 2, in g") {
+		t.Fatalf("an error: %+v", res.Error)
+	}
+	if _, err := a.RunCode(t.Context(), "nope", "1", time.Second, 1024, nil, nil); sandbox.CodeOf(err) != "context_not_found" {
+		t.Fatalf("a call in no context: %v", err)
+	}
+	// A context that does not survive says so.
+	res = runCode(t, a, "py", "import os\nos._exit(3)", 10*time.Second)
+	if res.OK || !res.Lost {
+		t.Fatalf("an interpreter that exits: %+v", res)
+	}
+	if _, err := a.RunCode(t.Context(), "py", "1", time.Second, 1024, nil, nil); sandbox.CodeOf(err) != "context_not_found" {
+		t.Fatalf("a call in a lost context: %v", err)
+	}
+
+	if err := a.NewContext(t.Context(), "js", "javascript"); err != nil {
+		if sandbox.CodeOf(err) == "language_unavailable" {
+			t.Logf("no JavaScript here: %v", err)
+			return
+		}
+		t.Fatal(err)
+	}
+	runCode(t, a, "js", "var n = 40; function add(a, b) { return a + b }", 10*time.Second)
+	res = runCode(t, a, "js", "console.log('js'); ({sum: add(n, 2)})", 10*time.Second)
+	if !res.OK || res.Stdout != "js\n" || !jsonEq(res.Value, `{"sum": 42}`) {
+		t.Fatalf("javascript call: %+v (value %s)", res, res.Value)
+	}
+	res = runCode(t, a, "js", "while (true) {}", time.Second)
+	if res.OK || !res.Interrupted {
+		t.Fatalf("a javascript loop: %+v", res)
+	}
+	if res = runCode(t, a, "js", "n", 10*time.Second); string(res.Value) != "40" {
+		t.Fatalf("after the interrupt n = %s", res.Value)
+	}
+}
+
+func jsonEq(got json.RawMessage, want string) bool {
+	var g, w any
+	if json.Unmarshal(got, &g) != nil || json.Unmarshal([]byte(want), &w) != nil {
+		return false
+	}
+	gb, _ := json.Marshal(g)
+	wb, _ := json.Marshal(w)
+	return bytes.Equal(gb, wb)
+}
+
+// agentTerminal: an interactive python3 on a terminal shows its prompt,
+// evaluates what is typed and exits.
+func (s *suite) agentTerminal(t *testing.T) {
+	_, a := s.startAgent(t)
+	term, err := a.OpenTerminal(t.Context(), agent.TerminalRequest{Args: []string{"python3", "-q"}, Rows: 30, Cols: 100, Buffer: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	within := func(want string, d time.Duration) bool {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(t.Context(), d)
+		defer cancel()
+		for !strings.Contains(out.String(), want) {
+			data, _, exit, err := term.Read(ctx)
+			if err == context.DeadlineExceeded {
+				return false
+			}
+			if err != nil || exit != nil {
+				t.Fatalf("waiting for %q: %v (exit %+v); the terminal showed %q", want, err, exit, out.String())
+			}
+			out.Write(data)
+		}
+		return true
+	}
+	expect := func(want string) {
+		t.Helper()
+		if !within(want, 20*time.Second) {
+			t.Fatalf("waiting for %q; the terminal showed %q", want, out.String())
+		}
+	}
+	expect(">>> ")
+	if err := term.Write([]byte("import os, shutil; print(os.isatty(0), shutil.get_terminal_size().columns, 6*7)\n")); err != nil {
+		t.Fatal(err)
+	}
+	expect("True 100 42")
+	if err := term.Resize(40, 120); err != nil {
+		t.Fatal(err)
+	}
+	// Asked again while it is not seen: under gVisor a size set just
+	// before was, once in a while, not yet the one the program read.
+	for i := 0; ; i++ {
+		term.Write([]byte("print('cols', shutil.get_terminal_size().columns)\n"))
+		if within("cols 120", 3*time.Second) {
+			break
+		}
+		if i == 5 {
+			t.Fatalf("the terminal's new size is not seen; it shows %q", out.String())
+		}
+	}
+	term.Write([]byte("exit(5)\n"))
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	for {
+		_, _, exit, err := term.Read(ctx)
+		if err != nil {
+			t.Fatalf("waiting for the exit: %v", err)
+		}
+		if exit != nil {
+			if exit.ExitCode != 5 {
+				t.Fatalf("exit %+v", exit)
+			}
+			return
+		}
+	}
+}
+
+// agentExec: execs through the agent share the work dir with the
+// sandbox, run beside a busy context, stream stdin, time out and are
+// killed with their tree.
+func (s *suite) agentExec(t *testing.T) {
+	sb, a := s.startAgent(t)
+	if err := sb.WriteFiles(t.Context(), map[string][]byte{"in.txt": []byte("from the host\n")}); err != nil {
+		t.Fatal(err)
+	}
+	l := sandbox.Limits{Wall: 10 * time.Second, Output: 1 << 20}
+	if err := a.NewContext(t.Context(), "py", "python"); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() { // a context call that takes a while, beside the execs
+		res, err := a.RunCode(t.Context(), "py", "import time\ntime.sleep(1.5)\nopen('ctx.txt', 'w').write('ctx')\n'done'", 10*time.Second, 1024, nil, nil)
+		if err != nil || !res.OK || string(res.Value) != `"done"` {
+			t.Errorf("context call: %+v, %v", res, err)
+		}
+	})
+	res, err := a.Exec(t.Context(), &sandbox.Process{Args: []string{"sh", "-c", "cat in.txt; cat; echo err >&2; exit 3"}, Stdin: strings.NewReader("piped\n")}, l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Reason != sandbox.ReasonExited || res.ExitCode != 3 || res.Stdout != "from the host\npiped\n" || res.Stderr != "err\n" {
+		t.Fatalf("exec: %+v", res)
+	}
+	wg.Wait()
+	res, err = a.Exec(t.Context(), &sandbox.Process{Args: []string{"cat", "ctx.txt"}}, l)
+	if err != nil || res.Stdout != "ctx" {
+		t.Fatalf("the context's file, from an exec: %+v, %v", res, err)
+	}
+	start := time.Now()
+	marker := fmt.Sprintf("%d.%03d", 60+time.Now().UnixNano()%1000, os.Getpid()%1000) // unique where pids are shared (local)
+	res, err = a.Exec(t.Context(), &sandbox.Process{Args: []string{"sh", "-c", "sleep " + marker + " & sleep " + marker}, Timeout: time.Second}, l)
+	if err != nil || res.Reason != sandbox.ReasonTimeout || time.Since(start) > 8*time.Second {
+		t.Fatalf("a timeout: %+v, %v after %v", res, err, time.Since(start))
+	}
+	// Counts the processes running sleep marker, from /proc.
+	count := "for f in /proc/[0-9]*/cmdline; do tr '\\0' ' ' < $f 2>/dev/null; echo; done | grep -c '^sleep " + marker + " ' || true"
+	if res, err := a.Exec(t.Context(), &sandbox.Process{Args: []string{"sh", "-c", "sleep " + marker + " & sleep 0.5; " + count + "; kill $!"}}, l); err != nil || strings.TrimSpace(res.Stdout) != "1" {
+		t.Fatalf("the count of live processes sees %q (%v); the check is blind", res.Stdout, err)
+	}
+	for i := 0; ; i++ {
+		res, err = a.Exec(t.Context(), &sandbox.Process{Args: []string{"sh", "-c", count}}, l)
+		if err == nil && strings.TrimSpace(res.Stdout) == "0" {
+			break
+		}
+		if i == 50 {
+			t.Fatalf("the timed-out tree lives on: %+v, %v", res, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	res, err = a.Exec(t.Context(), &sandbox.Process{Args: []string{"no-such-program"}}, l)
+	if err != nil || res.ExitCode != sandbox.ExitNotFound || res.Message == "" {
+		t.Fatalf("a missing program: %+v, %v", res, err)
+	}
+	// More output than the sandbox's output limit (and than the agent's
+	// own Result keeps): the exec's is capped, the agent's protocol is not.
+	for range 2 {
+		res, err = a.Exec(t.Context(), &sandbox.Process{Args: []string{"sh", "-c", "head -c 3000000 /dev/zero | tr '\\0' a"}}, l)
+		if err != nil || !res.StdoutTruncated || int64(len(res.Stdout)) != l.Output {
+			t.Fatalf("3 MB of output: %d bytes kept, truncated %v, %v", len(res.Stdout), res.StdoutTruncated, err)
+		}
+	}
+	if res, err = a.Exec(t.Context(), &sandbox.Process{Args: []string{"echo", "still"}}, l); err != nil || res.Stdout != "still\n" {
+		t.Fatalf("after 6 MB through the agent: %+v, %v", res, err)
+	}
+}
