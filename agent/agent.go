@@ -319,6 +319,8 @@ func agentError(f frame) error {
 		return sandbox.Errorf(sandbox.ErrNotFound, f.Error.Code, "%s", f.Error.Message)
 	case "context_busy":
 		return sandbox.Errorf(sandbox.ErrBusy, f.Error.Code, "%s", f.Error.Message)
+	case "dir_not_found":
+		return sandbox.Errorf(sandbox.ErrInvalid, f.Error.Code, "%s", f.Error.Message)
 	}
 	return sandbox.Errorf(sandbox.ErrInternal, f.Error.Code, "%s", f.Error.Message)
 }

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -59,11 +60,11 @@ func (s *Session) running(ctx context.Context) (*agent.Agent, error) {
 	s.agentMu.Lock()
 	defer s.agentMu.Unlock()
 	if a := s.agent; a != nil {
-		if err := a.Err(); err == nil {
+		err := a.Err()
+		if err == nil {
 			return a, nil
-		} else {
-			s.agentGone(err)
 		}
+		s.agentGone(err)
 	}
 	s.mu.Lock()
 	life := time.Until(s.info.Expires)
@@ -329,7 +330,7 @@ func (s *Session) OpenTerminal(ctx context.Context, req TerminalRequest) (Termin
 		return TerminalInfo{}, err
 	}
 	t, err := a.OpenTerminal(ctx, agent.TerminalRequest{Args: req.Args, Env: req.Env, Dir: req.Dir,
-		Rows: cmpOr(req.Rows, 24), Cols: cmpOr(req.Cols, 80), Buffer: terminalBuffer})
+		Rows: cmp.Or(req.Rows, 24), Cols: cmp.Or(req.Cols, 80), Buffer: terminalBuffer})
 	if err != nil {
 		return TerminalInfo{}, err
 	}
@@ -351,13 +352,6 @@ func (s *Session) OpenTerminal(ctx context.Context, req TerminalRequest) (Termin
 	}
 	s.terminals[st.info.ID] = st
 	return st.info, nil
-}
-
-func cmpOr(v, def int) int {
-	if v == 0 {
-		return def
-	}
-	return v
 }
 
 // Terminal returns terminal id of the session, to read, write, resize

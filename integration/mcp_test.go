@@ -171,7 +171,7 @@ func checkMCPTools(t *testing.T, cs *mcp.ClientSession) {
 	}
 	slices.Sort(names)
 	if want := []string{"execute_function", "lint", "list_tools", "run_code", "run_command", "run_tool", "session_close", "session_exec",
-		"session_list_files", "session_open", "session_read_file", "session_write_file"}; !slices.Equal(names, want) {
+		"session_list_files", "session_open", "session_read_file", "session_run_code", "session_write_file"}; !slices.Equal(names, want) {
 		t.Fatalf("tools %v, want %v", names, want)
 	}
 	call := func(name string, args map[string]any, out any) *mcp.CallToolResult {
@@ -263,6 +263,14 @@ func checkMCPTools(t *testing.T, cs *mcp.ClientSession) {
 	fo = mcpserver.FileOutput{}
 	if res = call("session_read_file", map[string]any{"session_id": id, "path": "big.txt"}, &fo); res.IsError || !fo.Truncated || len(fo.Content) != 32*1024 || fo.Size != 40000 {
 		t.Errorf("session_read_file of 40000 bytes: truncated %v, %d bytes, size %d", fo.Truncated, len(fo.Content), fo.Size)
+	}
+	// State kept across session_run_code calls (the session's context).
+	var code mcpserver.CodeOutput
+	call("session_run_code", map[string]any{"session_id": id, "code": "import os\nseen = sorted(os.listdir('.'))"}, &code)
+	first := code.ContextID
+	code = mcpserver.CodeOutput{}
+	if res = call("session_run_code", map[string]any{"session_id": id, "code": "len(seen)"}, &code); res.IsError || !code.OK || string(code.Value) != "4" || code.ContextID != first {
+		t.Errorf("session_run_code: %+v %+v (first context %s)", res, code, first)
 	}
 	var ls mcpserver.ListOutput
 	if res = call("session_list_files", map[string]any{"session_id": id}, &ls); res.IsError || len(ls.Entries) != 4 {

@@ -41,5 +41,7 @@
 // while the program swaps a directory for a symlink under them. Close may
 // be called at any time from any goroutine; it ends a running Exec. Exec
 // honours its context: cancelling it kills the whole process tree and
-// returns reason "canceled".
+// returns reason "canceled". What must run beside other work (a session's
+// contexts and terminals) runs under one Lasting Exec that hosts it: see
+// package agent.
 package sandbox

@@ -32,14 +32,16 @@ import sys
 import termios
 import time
 
-PROTO = os.dup(1)
+PROTO = os.dup(1)  # not inherited (os.dup's fds never are)
 os.dup2(2, 1)
-os.set_inheritable(PROTO, False)
 WAKE_R, WAKE_W = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
 signal.set_wakeup_fd(WAKE_W)
 signal.signal(signal.SIGCHLD, lambda *_: None)
 signal.signal(signal.SIGPIPE, signal.SIG_IGN)
 CHUNK = 64 * 1024
+# Input waiting for a program that does not read it: kept up to this, the
+# rest dropped (the agent never blocks on a program).
+MAX_PENDING = 4 << 20
 # A context's kernel ends a call at its timeout itself; LATE after it the
 # agent interrupts it (SIGINT), GRACE after that it kills it (lost).
 LATE = 1.0
@@ -50,6 +52,12 @@ procs = {}  # pid -> Proc
 readers = {}  # fd -> (Proc, stream)
 writers = {}  # id -> Proc whose stdin (or terminal) takes input
 contexts = {}  # ctx id -> Context
+
+
+def nonblocking(fd):
+    # fcntl, not os.set_blocking's ioctl: a terminal is the only thing here
+    # that needs ioctls.
+    fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) | os.O_NONBLOCK)
 
 
 def send(obj):
@@ -73,8 +81,11 @@ class Proc:
         self.status = None
         self.rusage = None
         self.reaped_at = None
+        self.pending = bytearray()  # input not yet taken
+        self.eof = False  # close stdin once pending is written
+        self.dropped = 0
         for fd, stream in fds.items():
-            os.set_blocking(fd, False)
+            nonblocking(fd)
             readers[fd] = (self, stream)
         procs[pid] = self
 
@@ -82,6 +93,30 @@ class Proc:
         readers.pop(fd, None)
         self.open.discard(fd)
         os.close(fd)
+
+    def give(self, data):
+        """Queues input; what does not fit is dropped."""
+        room = MAX_PENDING - len(self.pending)
+        if len(data) > room:
+            self.dropped += len(data) - max(room, 0)
+            data = data[: max(room, 0)]
+        self.pending += data
+        self.flush()
+
+    def flush(self):
+        """Writes what input it can without blocking."""
+        while self.pending and self.stdin is not None:
+            try:
+                n = os.write(self.stdin, self.pending)
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:  # the program closed its end
+                self.pending.clear()
+                break
+            del self.pending[:n]
+        if not self.pending and self.eof and self.stdin is not None and not self.term:
+            os.close(self.stdin)
+            self.stdin = None
 
 
 def spawn(rid, args, env, cwd, stdin_fd, out_fd, err_fd, extra=(), setctty=False):
@@ -134,11 +169,16 @@ def close_all(*fds):
 
 def do_exec(req):
     rid = req["id"]
+    if req.get("dir") and not os.path.isdir(req["dir"]):
+        send({"id": rid, "error": {"code": "dir_not_found", "message": "working directory %s is not a directory in the work dir" % req["dir"]}})
+        return
     i_r, i_w = os.pipe2(os.O_CLOEXEC) if req.get("stdin") else (os.open("/dev/null", os.O_RDONLY | os.O_CLOEXEC), None)
     o_r, o_w = os.pipe2(os.O_CLOEXEC)
     e_r, e_w = os.pipe2(os.O_CLOEXEC)
     pid, failed = spawn(rid, req["args"], req.get("env") or {}, req.get("dir") or None, i_r, o_w, e_w)
     close_all(i_r, o_w, e_w)
+    if i_w is not None:
+        nonblocking(i_w)
     p = Proc(rid, pid, {o_r: "stdout", e_r: "stderr"}, i_w)
     if failed:
         p.error = failed["error"]
@@ -148,8 +188,10 @@ def do_exec(req):
 
 def do_start(req):
     rid = req["id"]
-    master, slave = os.openpty()
-    os.set_inheritable(master, False)
+    if req.get("dir") and not os.path.isdir(req["dir"]):
+        send({"id": rid, "error": {"code": "dir_not_found", "message": "working directory %s is not a directory in the work dir" % req["dir"]}})
+        return
+    master, slave = os.openpty()  # neither is inherited
     set_size(master, req.get("rows") or 24, req.get("cols") or 80)
     env = dict(req.get("env") or {})
     env.setdefault("TERM", "xterm-256color")
@@ -181,7 +223,7 @@ class Context:
         close_all(c_r, a_w, o_w, e_w)
         self.proc = Proc(None, pid, {o_r: "stdout", e_r: "stderr"}, c_w, ctx=self)
         self.answers = a_r
-        os.set_blocking(a_r, False)
+        nonblocking(a_r)
         if failed:
             raise OSError(failed["error"])
 
@@ -312,15 +354,12 @@ def handle(req):
         elif op == "input":
             p = writers.get(rid)
             if p is not None and p.stdin is not None:
-                try:
-                    write_all(p.stdin, base64.b64decode(req["data"]))
-                except BrokenPipeError:
-                    pass
+                p.give(base64.b64decode(req["data"]))
         elif op == "eof":
             p = writers.get(rid)
-            if p is not None and p.stdin is not None and not p.term:
-                os.close(p.stdin)
-                p.stdin = None
+            if p is not None and not p.term:
+                p.eof = True
+                p.flush()
         elif op == "resize":
             p = writers.get(rid)
             if p is not None and p.term:
@@ -358,7 +397,7 @@ def handle(req):
 
 def main():
     inbuf = b""
-    os.set_blocking(0, False)
+    nonblocking(0)
     while True:
         now = time.monotonic()
         timeout = 1.0
@@ -378,10 +417,13 @@ def main():
                 continue
             timeout = min(timeout, max(0.0, (c.deadline if c.interrupted is None else c.interrupted + GRACE) - now))
         fds = [0, WAKE_R] + list(readers) + [c.answers for c in contexts.values()]
+        waiting = {p.stdin: p for p in writers.values() if p.pending and p.stdin is not None}
         try:
-            ready, _, _ = select.select(fds, [], [], timeout)
+            ready, writable, _ = select.select(fds, list(waiting), [], timeout)
         except InterruptedError:
-            ready = []
+            ready, writable = [], []
+        for fd in writable:
+            waiting[fd].flush()
         for fd in ready:
             if fd == 0:
                 try:

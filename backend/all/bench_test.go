@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/execbox/execbox/agent"
+	"github.com/execbox/execbox/function"
 	"github.com/execbox/execbox/sandbox"
 	"github.com/execbox/execbox/tool"
 )
@@ -76,7 +78,10 @@ func eachBackend(b *testing.B, root string, f func(b *testing.B, name string, be
 
 // BenchmarkSession compares, side by side in one run on every backend
 // available here, a one-shot run of /bin/true (Create, Exec, Close) with
-// an Exec of it in a sandbox kept open (a session's exec).
+// an Exec of it in a sandbox kept open (a session's exec) and with one
+// through the session's agent; and a one-shot Python function call
+// (function.Executor: a sandbox per call) with a call in a Python context
+// of an open session (the agent's kernel: state kept).
 func BenchmarkSession(b *testing.B) {
 	root := reachableRoot(b)
 	p := &sandbox.Process{Args: []string{"/bin/true"}}
@@ -118,6 +123,55 @@ func BenchmarkSession(b *testing.B) {
 				return err
 			})
 		})
+		// The session's agent: one lasting process in the sandbox.
+		sb, err := be.Create(ctx, sandbox.Spec{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		a, err := agent.Start(ctx, sb, 10*time.Minute)
+		if err != nil {
+			b.Fatal(err)
+		}
+		l := sandbox.Limits{Wall: 10 * time.Second, Output: sandbox.MiB}
+		b.Run(name+"/agent_exec", func(b *testing.B) {
+			p50(b, func() error {
+				res, err := a.Exec(ctx, p, l)
+				if err == nil && !res.Succeeded() {
+					b.Fatalf("%s: %s %d %s", name, res.Reason, res.ExitCode, res.Stderr)
+				}
+				return err
+			})
+		})
+		fn, err := function.New(function.EngineFunc(func(ctx context.Context, _ sandbox.Selection, spec sandbox.Spec, p *sandbox.Process) (*sandbox.Result, error) {
+			return sandbox.Run(ctx, be, spec, p)
+		}), function.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(name+"/function_oneshot", func(b *testing.B) {
+			p50(b, func() error {
+				resp := fn.Execute(ctx, &function.Request{Code: "def f(x):\n    return x + 1", Params: []byte(`{"x": 41}`)})
+				if !resp.OK || string(resp.Data) != "42" {
+					b.Fatalf("%s: %+v", name, resp)
+				}
+				return nil
+			})
+		})
+		b.Run(name+"/context_call", func(b *testing.B) {
+			if err := a.NewContext(ctx, "bench", "python"); err != nil {
+				b.Fatal(err)
+			}
+			defer a.DropContext("bench")
+			p50(b, func() error {
+				res, err := a.RunCode(ctx, "bench", "x = 41\nx + 1", 10*time.Second, 64*sandbox.KiB, nil, nil)
+				if err == nil && (!res.OK || string(res.Value) != "42") {
+					b.Fatalf("%s: %+v", name, res)
+				}
+				return err
+			})
+		})
+		a.Close()
+		sb.Close(ctx)
 		if c, ok := be.(interface{ Close() error }); ok {
 			c.Close()
 		}

@@ -80,7 +80,9 @@ func (s *Sandbox) writeFiles(ctx context.Context, files map[string][]byte) error
 	for _, p := range long {
 		parts := strings.Split(p, "/")
 		cmd := append([]string{"/bin/sh", "-c", writeLong, "execbox", parts[len(parts)-1]}, parts[:len(parts)-1]...)
-		code, out, err := s.b.quickRun(ctx, s.c, cmd, files[p])
+		// Through an exec of its own, never the keeper (whose run first
+		// kills what runs: a session's agent).
+		code, out, err := s.b.helper(ctx, s.c, cmd, bytes.NewReader(files[p]), nil, opTimeout)
 		if err != nil {
 			return err
 		}

@@ -22,8 +22,8 @@ func newMCPCmd(g *globals) *cobra.Command {
 		Long: `mcp speaks the Model Context Protocol on stdin and stdout, for an MCP
 host (an agent, an editor) that starts it as a subprocess. Its tools:
 run_command, run_code, execute_function, lint and the session tools
-(session_open, session_exec, session_write_file, session_read_file,
-session_list_files, session_close; a session lives as long as this
+(session_open, session_exec, session_run_code, session_write_file,
+session_read_file, session_list_files, session_close; a session lives as long as this
 process at most), list_tools and run_tool (execbox's tools: python,
 read_file, write_file, http_fetch and those of tools.dirs). Each call is
 admitted, guarded (guard rules and budgets; confirm rules need execbox

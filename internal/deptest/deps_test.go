@@ -22,6 +22,8 @@ var rules = []Rule{
 	{Package: "engine", Deny: []string{"backend/...", "api/...", "client", "internal/server", "internal/config", "go.yaml.in/..."}},
 	// The function protocol runs through an Engine it is handed.
 	{Package: "function", Deny: []string{"engine", "backend/...", "internal/...", "api/...", "client"}},
+	// A session's agent runs in any sandbox it is handed.
+	{Package: "agent", OnlyStd: true, Allow: []string{"sandbox", "golang.org/x/sys/..."}},
 	// The configuration knows backends only through their registrations.
 	{Package: "internal/config", Deny: []string{"backend/...", "engine", "internal/server"}},
 	// The native backend's init helper runs in every sandbox: small, and

@@ -1,8 +1,8 @@
 // Package mcpserver serves execbox over the Model Context Protocol, with
 // the official SDK (github.com/modelcontextprotocol/go-sdk): the tools
 // run_command, run_code, execute_function and lint, and the session tools
-// (session_open, session_exec, session_write_file, session_read_file,
-// session_list_files, session_close) and the server's tools (list_tools,
+// (session_open, session_exec, session_run_code, session_write_file,
+// session_read_file, session_list_files, session_close) and the server's tools (list_tools,
 // run_tool), for an agent's MCP host. `execbox
 // mcp` serves them on stdin/stdout; `execbox serve` at POST /mcp
 // (streamable HTTP, stateless: a session is the API's, named by its id in

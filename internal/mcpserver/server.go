@@ -42,7 +42,8 @@ func New(o Options) *mcp.Server {
 	s := mcp.NewServer(&mcp.Implementation{Name: "execbox", Version: o.Version}, &mcp.ServerOptions{
 		Instructions: "Run untrusted code in an isolated, resource-limited sandbox: run_code for a snippet, " +
 			"run_command for a program, execute_function for a function called with JSON parameters, lint to check code without running it; " +
-			"session_open and session_exec to keep files across calls (session_write_file, session_read_file, session_list_files, session_close); " +
+			"session_open and session_exec to keep files across calls (session_write_file, session_read_file, session_list_files, session_close), " +
+			"session_run_code to keep Python or JavaScript state across calls like a notebook; " +
 			"list_tools and run_tool for the server's tools (python, read_file, write_file, http_fetch and its configured ones).",
 	})
 	mcp.AddTool(s, &mcp.Tool{Name: "run_command", Description: "Run a program (argv, no shell) in a fresh sandbox: " +

@@ -1,7 +1,9 @@
 package mcpserver
 
 import (
+	"cmp"
 	"context"
+	"encoding/json"
 	"strings"
 	"time"
 
@@ -40,6 +42,28 @@ type SessionExecInput struct {
 	Stdin     string   `json:"stdin,omitempty"`
 	Dir       string   `json:"dir,omitempty" jsonschema:"the working directory, relative to the work dir"`
 	Timeout   float64  `json:"timeout,omitempty" jsonschema:"wall-clock limit in seconds; 0 is the session's"`
+}
+
+// SessionCodeInput is session_run_code's input.
+type SessionCodeInput struct {
+	SessionID string  `json:"session_id"`
+	Code      string  `json:"code" jsonschema:"code to run; the value of its last expression is returned"`
+	Language  string  `json:"language,omitempty" jsonschema:"python (default) or javascript"`
+	ContextID string  `json:"context_id,omitempty" jsonschema:"the context to run in; empty is the session's first live context of the language (made if there is none)"`
+	Timeout   float64 `json:"timeout,omitempty" jsonschema:"seconds; 0 is the session's wall limit. At the timeout the call is interrupted and the context keeps its state"`
+}
+
+// CodeOutput is session_run_code's answer.
+type CodeOutput struct {
+	ContextID string          `json:"context_id"`
+	OK        bool            `json:"ok"`
+	Value     json.RawMessage `json:"value,omitempty" jsonschema:"the last expression's value, when JSON can carry it"`
+	Repr      string          `json:"repr,omitempty"`
+	Stdout    string          `json:"stdout,omitempty"`
+	Stderr    string          `json:"stderr,omitempty"`
+	Error     *v1.CodeError   `json:"error,omitempty"`
+	// Lost: the context did not survive; the next call makes a new one.
+	Lost bool `json:"lost,omitempty"`
 }
 
 // SessionIDInput names a session.
@@ -92,6 +116,9 @@ func addSessionTools(s *mcp.Server, t *tools) {
 		"(no network, a read-only root, the work dir /work). It closes after idle_timeout unused, at its ttl, or with session_close."}, t.sessionOpen)
 	mcp.AddTool(s, &mcp.Tool{Name: "session_exec", Description: "Run a program or code in an open session's work dir; " +
 		"files written by earlier calls are there. Returns its exit code, the reason it ended and its output."}, t.sessionExec)
+	mcp.AddTool(s, &mcp.Tool{Name: "session_run_code", Description: "Run Python (or JavaScript) in an interpreter context of a session, " +
+		"like a notebook cell: variables, imports and definitions stay for the next call. Returns the last expression's value, " +
+		"what the code printed, and the error with its traceback if it raised."}, t.sessionRunCode)
 	mcp.AddTool(s, &mcp.Tool{Name: "session_write_file", Description: "Write a text file into a session's work dir."}, t.sessionWrite)
 	mcp.AddTool(s, &mcp.Tool{Name: "session_read_file", Description: "Read a text file of a session's work dir (its first 32 KiB)."}, t.sessionRead)
 	mcp.AddTool(s, &mcp.Tool{Name: "session_list_files", Description: "List a directory of a session's work dir."}, t.sessionList)
@@ -123,6 +150,41 @@ func (t *tools) sessionExec(ctx context.Context, req *mcp.CallToolRequest, in Se
 		return nil, RunOutput{}, toolError(err)
 	}
 	return nil, t.runOutput(res), nil
+}
+
+func (t *tools) sessionRunCode(ctx context.Context, req *mcp.CallToolRequest, in SessionCodeInput) (*mcp.CallToolResult, CodeOutput, error) {
+	c, err := t.client(req)
+	if err != nil {
+		return nil, CodeOutput{}, toolError(err)
+	}
+	defer progress(ctx, req)()
+	lang := cmp.Or(in.Language, "python")
+	id := in.ContextID
+	if id == "" {
+		list, err := c.Contexts(ctx, in.SessionID)
+		if err != nil {
+			return nil, CodeOutput{}, toolError(err)
+		}
+		for _, x := range list {
+			if x.Language == lang && x.Lost == "" {
+				id = x.ID
+				break
+			}
+		}
+	}
+	if id == "" {
+		cx, err := c.CreateContext(ctx, in.SessionID, lang)
+		if err != nil {
+			return nil, CodeOutput{}, toolError(err)
+		}
+		id = cx.ID
+	}
+	res, err := c.RunCode(ctx, in.SessionID, id, &v1.CodeRequest{Code: in.Code, Timeout: v1.Seconds(seconds(in.Timeout))})
+	if err != nil {
+		return nil, CodeOutput{}, toolError(err)
+	}
+	return nil, CodeOutput{ContextID: id, OK: res.OK, Value: res.Value, Repr: res.Repr, Stdout: res.Stdout, Stderr: res.Stderr,
+		Error: res.Error, Lost: res.Lost}, nil
 }
 
 func (t *tools) sessionWrite(ctx context.Context, req *mcp.CallToolRequest, in SessionWriteInput) (*mcp.CallToolResult, FileOutput, error) {

@@ -23,16 +23,16 @@ func (s *Server) contextRoutes() []route {
 	return []route{
 		{"POST", "/v1/sessions/{id}/contexts", token, s.handleContextCreate},
 		{"GET", "/v1/sessions/{id}/contexts", token, s.handleContextList},
-		{"POST", "/v1/sessions/{id}/contexts/{ctx}/run", token, s.handleContextRun},
-		{"POST", "/v1/sessions/{id}/contexts/{ctx}/reset", token, s.handleContextReset},
-		{"DELETE", "/v1/sessions/{id}/contexts/{ctx}", token, s.handleContextDelete},
+		{"POST", "/v1/sessions/{id}/contexts/{context_id}/run", token, s.handleContextRun},
+		{"POST", "/v1/sessions/{id}/contexts/{context_id}/reset", token, s.handleContextReset},
+		{"DELETE", "/v1/sessions/{id}/contexts/{context_id}", token, s.handleContextDelete},
 		{"POST", "/v1/sessions/{id}/terminals", token, s.handleTerminalOpen},
 		{"GET", "/v1/sessions/{id}/terminals", token, s.handleTerminalList},
-		{"GET", "/v1/sessions/{id}/terminals/{term}", token, s.handleTerminalGet},
-		{"GET", "/v1/sessions/{id}/terminals/{term}/output", token, s.handleTerminalOutput},
-		{"POST", "/v1/sessions/{id}/terminals/{term}/input", token, s.handleTerminalInput},
-		{"POST", "/v1/sessions/{id}/terminals/{term}/resize", token, s.handleTerminalResize},
-		{"DELETE", "/v1/sessions/{id}/terminals/{term}", token, s.handleTerminalKill},
+		{"GET", "/v1/sessions/{id}/terminals/{terminal_id}", token, s.handleTerminalGet},
+		{"GET", "/v1/sessions/{id}/terminals/{terminal_id}/output", token, s.handleTerminalOutput},
+		{"POST", "/v1/sessions/{id}/terminals/{terminal_id}/input", token, s.handleTerminalInput},
+		{"POST", "/v1/sessions/{id}/terminals/{terminal_id}/resize", token, s.handleTerminalResize},
+		{"DELETE", "/v1/sessions/{id}/terminals/{terminal_id}", token, s.handleTerminalKill},
 	}
 }
 
@@ -100,7 +100,7 @@ func (s *Server) handleContextList(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-// handleContextRun is POST /v1/sessions/{id}/contexts/{ctx}/run: the code
+// handleContextRun is POST /v1/sessions/{id}/contexts/{context_id}/run: the code
 // runs in the context; 200 with how it ended, also when it raised.
 func (s *Server) handleContextRun(w http.ResponseWriter, r *http.Request) {
 	x := s.begin(r, v1.OpSessionCode)
@@ -120,7 +120,7 @@ func (s *Server) handleContextRun(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	x.inFlight()
-	id := r.PathValue("ctx")
+	id := r.PathValue("context_id")
 	h := audit.NewRequestHash("session_code")
 	h.Field("session", []byte(sess.ID()))
 	h.Field("context", []byte(id))
@@ -162,7 +162,7 @@ func (s *Server) handleContextRun(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-// handleContextReset is POST /v1/sessions/{id}/contexts/{ctx}/reset: the
+// handleContextReset is POST /v1/sessions/{id}/contexts/{context_id}/reset: the
 // context starts afresh, under the same id.
 func (s *Server) handleContextReset(w http.ResponseWriter, r *http.Request) {
 	sess, err := s.session(r)
@@ -170,7 +170,7 @@ func (s *Server) handleContextReset(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, problemOf(r, err))
 		return
 	}
-	c, err := sess.ResetContext(r.Context(), r.PathValue("ctx"))
+	c, err := sess.ResetContext(r.Context(), r.PathValue("context_id"))
 	if err != nil {
 		writeProblem(w, r, problemOf(r, err))
 		return
@@ -178,11 +178,11 @@ func (s *Server) handleContextReset(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, contextToWire(c))
 }
 
-// handleContextDelete is DELETE /v1/sessions/{id}/contexts/{ctx}: 204.
+// handleContextDelete is DELETE /v1/sessions/{id}/contexts/{context_id}: 204.
 func (s *Server) handleContextDelete(w http.ResponseWriter, r *http.Request) {
 	sess, err := s.session(r)
 	if err == nil {
-		err = sess.DeleteContext(r.PathValue("ctx"))
+		err = sess.DeleteContext(r.PathValue("context_id"))
 	}
 	if err != nil {
 		writeProblem(w, r, problemOf(r, err))
@@ -252,20 +252,20 @@ type engineTerminal struct {
 	info engine.TerminalInfo
 }
 
-// terminal finds terminal {term} of the caller's session {id}.
+// terminal finds terminal {terminal_id} of the caller's session {id}.
 func (s *Server) terminal(r *http.Request) (*engine.Session, *engineTerminal, error) {
 	sess, err := s.session(r)
 	if err != nil {
 		return nil, nil, err
 	}
-	t, info, err := sess.Terminal(r.PathValue("term"))
+	t, info, err := sess.Terminal(r.PathValue("terminal_id"))
 	if err != nil {
 		return nil, nil, err
 	}
 	return sess, &engineTerminal{t, info}, nil
 }
 
-// handleTerminalGet is GET /v1/sessions/{id}/terminals/{term}.
+// handleTerminalGet is GET /v1/sessions/{id}/terminals/{terminal_id}.
 func (s *Server) handleTerminalGet(w http.ResponseWriter, r *http.Request) {
 	_, t, err := s.terminal(r)
 	if err != nil {
@@ -275,7 +275,7 @@ func (s *Server) handleTerminalGet(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, terminalToWire(t.info))
 }
 
-// handleTerminalOutput is GET /v1/sessions/{id}/terminals/{term}/output:
+// handleTerminalOutput is GET /v1/sessions/{id}/terminals/{terminal_id}/output:
 // server-sent events — "output" ({data: base64, dropped}) as the terminal
 // shows it, then "exit" once the program has ended and its output is read.
 // One reader at a time (a second is 429 terminal_read); the output kept while nobody
@@ -343,7 +343,7 @@ func (s *Server) handleTerminalOutput(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// handleTerminalInput is POST /v1/sessions/{id}/terminals/{term}/input:
+// handleTerminalInput is POST /v1/sessions/{id}/terminals/{terminal_id}/input:
 // the raw body (at most v1.MaxTerminalInput bytes) is typed into the
 // terminal; 204.
 func (s *Server) handleTerminalInput(w http.ResponseWriter, r *http.Request) {
@@ -373,7 +373,7 @@ func (s *Server) handleTerminalInput(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// handleTerminalResize is POST /v1/sessions/{id}/terminals/{term}/resize.
+// handleTerminalResize is POST /v1/sessions/{id}/terminals/{terminal_id}/resize.
 func (s *Server) handleTerminalResize(w http.ResponseWriter, r *http.Request) {
 	_, t, err := s.terminal(r)
 	if err != nil {
@@ -392,7 +392,7 @@ func (s *Server) handleTerminalResize(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// handleTerminalKill is DELETE /v1/sessions/{id}/terminals/{term}: its
+// handleTerminalKill is DELETE /v1/sessions/{id}/terminals/{terminal_id}: its
 // program and everything it started are killed; 204.
 func (s *Server) handleTerminalKill(w http.ResponseWriter, r *http.Request) {
 	_, t, err := s.terminal(r)

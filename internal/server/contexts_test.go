@@ -203,3 +203,47 @@ func TestTerminalsOverHTTP(t *testing.T) {
 		t.Fatalf("an exec beside the terminals: %d %s", a.status, a.body)
 	}
 }
+
+// TestAgentLost: while a session's agent runs, its execs run through it;
+// when the agent dies, its contexts say lost (404 context_lost) until
+// reset, which starts a new agent, and execs run without it meanwhile.
+func TestAgentLost(t *testing.T) {
+	requirePython(t)
+	en := newEnv(t, setup{})
+	a := en.do("POST", "/v1/sessions", map[string]any{})
+	var sess v1.Session
+	json.Unmarshal(a.body, &sess)
+	base := "/v1/sessions/" + sess.ID
+	parent := map[string]any{"command": []string{"sh", "-c", "tr '\\0' ' ' < /proc/$PPID/cmdline | cut -c1-40"}}
+	if a = en.do("POST", base+"/exec", parent); a.status != 200 || strings.Contains(string(a.body), "python3") {
+		t.Fatalf("an exec before the agent: %d %s", a.status, a.body)
+	}
+	a = en.do("POST", base+"/contexts", map[string]any{})
+	var cx v1.Context
+	json.Unmarshal(a.body, &cx)
+	if a = en.do("POST", base+"/exec", parent); a.status != 200 || !strings.Contains(string(a.body), "python3 -u -c") {
+		t.Fatalf("an exec through the agent: %d %s", a.status, a.body)
+	}
+	// The agent killed from inside: the exec that did it ends with it.
+	a = en.do("POST", base+"/exec", map[string]any{"command": []string{"sh", "-c", "kill -9 $PPID; sleep 5"}})
+	if a.status != 503 || a.problem(t).Code != "agent_lost" {
+		t.Fatalf("an exec that kills the agent: %d %s", a.status, a.body)
+	}
+	if a = en.do("POST", base+"/contexts/"+cx.ID+"/run", map[string]any{"code": "1"}); a.status != 404 || a.problem(t).Code != "context_lost" {
+		t.Fatalf("a call in a context of a dead agent: %d %s", a.status, a.body)
+	}
+	var list v1.Contexts
+	if a = en.do("GET", base+"/contexts", nil); json.Unmarshal(a.body, &list) != nil || len(list.Contexts) != 1 || list.Contexts[0].Lost == "" {
+		t.Fatalf("the contexts of a dead agent: %s", a.body)
+	}
+	if a = en.do("POST", base+"/exec", parent); a.status != 200 || strings.Contains(string(a.body), "python3") {
+		t.Fatalf("an exec after the agent died: %d %s", a.status, a.body)
+	}
+	if a = en.do("POST", base+"/contexts/"+cx.ID+"/reset", nil); a.status != 200 {
+		t.Fatalf("reset: %d %s", a.status, a.body)
+	}
+	var res v1.CodeResult
+	if a = en.do("POST", base+"/contexts/"+cx.ID+"/run", map[string]any{"code": "6 * 7"}); json.Unmarshal(a.body, &res) != nil || string(res.Value) != "42" {
+		t.Fatalf("a call after the reset: %d %s", a.status, a.body)
+	}
+}

@@ -102,7 +102,7 @@ func TestOpenAPIMatchesHandlers(t *testing.T) {
 		if strings.Contains(path, "/list/") || strings.Contains(path, "/mkdir/") || strings.Contains(path, "/upload/") {
 			file = "d"
 		}
-		path = strings.NewReplacer("{id}", sess.ID, "{ctx}", ctx.ID, "{term}", term.ID).Replace(path)
+		path = strings.NewReplacer("{id}", sess.ID, "{context_id}", ctx.ID, "{terminal_id}", term.ID).Replace(path)
 		return strings.ReplaceAll(path, "{path}", file)
 	}
 	for _, call := range []struct{ method, path, ct, body string }{
@@ -176,7 +176,7 @@ func TestOpenAPIMatchesHandlers(t *testing.T) {
 			// real ones).
 			want = http.StatusNotFound
 		}
-		if k == "GET /v1/events" || k == "GET /v1/sessions/{id}/terminals/{term}/output" {
+		if k == "GET /v1/events" || k == "GET /v1/sessions/{id}/terminals/{terminal_id}/output" {
 			// A stream that does not end: its status only.
 			ctx, cancel := context.WithCancel(context.Background())
 			req, _ := http.NewRequestWithContext(ctx, method, en.http.URL+path, nil)
@@ -236,7 +236,7 @@ func TestOpenAPIMatchesHandlers(t *testing.T) {
 			t.Errorf("PATCH %s: status %d, want 405", path, a.status)
 		}
 	}
-	for _, p := range []string{"/v1/sessions/{id}/files/{path}", "/v1/sessions/{id}/contexts/{ctx}", "/v1/sessions/{id}/terminals/{term}", "/v1/sessions/{id}"} {
+	for _, p := range []string{"/v1/sessions/{id}/files/{path}", "/v1/sessions/{id}/contexts/{context_id}", "/v1/sessions/{id}/terminals/{terminal_id}", "/v1/sessions/{id}"} {
 		if _, ok := documented["DELETE "+p]; !ok {
 			t.Errorf("DELETE %s is not documented", p)
 		}

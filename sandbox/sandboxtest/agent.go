@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -55,7 +56,10 @@ func (s *suite) agentContexts(t *testing.T) {
 	if err := a.NewContext(t.Context(), "py", "python"); err != nil {
 		t.Fatal(err)
 	}
-	runCode(t, a, "py", "import math\nx = 20\ndef f(y):\n    return x + y", 10*time.Second)
+	setup := "import math\nx = 20\ndef f(y):\n    return x + y"
+	if res := runCode(t, a, "py", setup, 10*time.Second); !res.OK {
+		t.Fatalf("%q: %+v", setup, res)
+	}
 	res := runCode(t, a, "py", "print('hi')\n{'v': f(math.floor(1.9)) + 21, 'l': [1, 2]}", 10*time.Second)
 	if !res.OK || res.Stdout != "hi\n" || !jsonEq(res.Value, `{"v": 42, "l": [1, 2]}`) {
 		t.Fatalf("python call: %+v (value %s)", res, res.Value)
@@ -217,11 +221,60 @@ func (s *suite) agentExec(t *testing.T) {
 		t.Fatalf("exec: %+v", res)
 	}
 	wg.Wait()
+	// The sandbox's file operations leave the agent running.
+	if f, ok := sb.(sandbox.Files); ok {
+		if _, err := f.PutFile(t.Context(), "d/put.txt", strings.NewReader("put"), 1<<20); err != nil {
+			t.Fatal(err)
+		}
+		var got bytes.Buffer
+		if _, err := f.GetFile(t.Context(), "d/put.txt", &got, 1<<20); err != nil || got.String() != "put" {
+			t.Fatalf("GetFile: %q, %v", got.String(), err)
+		}
+		if _, _, err := f.List(t.Context(), "d", 100); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Mkdir(t.Context(), "d/e"); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Remove(t.Context(), "d/e"); err != nil {
+			t.Fatal(err)
+		}
+		if res, err := a.RunCode(t.Context(), "py", "open('d/put.txt').read()", 10*time.Second, 1024, nil, nil); err != nil || string(res.Value) != `"put"` {
+			t.Fatalf("the context after file operations: %+v, %v", res, err)
+		}
+	}
+	if err := sb.WriteFiles(t.Context(), map[string][]byte{strings.Repeat("long/", 420) + "f": []byte("long")}); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := a.RunCode(t.Context(), "py", "1", 10*time.Second, 1024, nil, nil); err != nil || !res.OK {
+		t.Fatalf("the context after writing a long path: %+v, %v", res, err)
+	}
+	// A program that never reads its stdin does not stall the agent: a
+	// context answers while it sleeps on 2 MiB of unread input.
+	start := time.Now()
+	slow := make(chan error, 1)
+	go func() {
+		res, err := a.Exec(t.Context(), &sandbox.Process{Args: []string{"sleep", "5"}, Stdin: bytes.NewReader(make([]byte, 2<<20))}, l)
+		if err == nil && res.Reason != sandbox.ReasonExited {
+			err = fmt.Errorf("ended %s", res.Reason)
+		}
+		slow <- err
+	}()
+	time.Sleep(300 * time.Millisecond)
+	if res, err := a.RunCode(t.Context(), "py", "1 + 1", 10*time.Second, 1024, nil, nil); err != nil || string(res.Value) != "2" {
+		t.Fatalf("a context call beside a program with unread input: %+v, %v", res, err)
+	}
+	if d := time.Since(start); d > 4*time.Second {
+		t.Fatalf("the context call waited for the program (%v)", d)
+	}
+	if err := <-slow; err != nil {
+		t.Fatalf("the program with unread input: %v", err)
+	}
 	res, err = a.Exec(t.Context(), &sandbox.Process{Args: []string{"cat", "ctx.txt"}}, l)
 	if err != nil || res.Stdout != "ctx" {
 		t.Fatalf("the context's file, from an exec: %+v, %v", res, err)
 	}
-	start := time.Now()
+	start = time.Now()
 	marker := fmt.Sprintf("%d.%03d", 60+time.Now().UnixNano()%1000, os.Getpid()%1000) // unique where pids are shared (local)
 	res, err = a.Exec(t.Context(), &sandbox.Process{Args: []string{"sh", "-c", "sleep " + marker + " & sleep " + marker}, Timeout: time.Second}, l)
 	if err != nil || res.Reason != sandbox.ReasonTimeout || time.Since(start) > 8*time.Second {
@@ -242,6 +295,9 @@ func (s *suite) agentExec(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+	if _, err := a.Exec(t.Context(), &sandbox.Process{Args: []string{"true"}, Dir: "no/such/dir"}, l); !errors.Is(err, sandbox.ErrInvalid) {
+		t.Fatalf("a missing working directory: %v", err)
+	}
 	res, err = a.Exec(t.Context(), &sandbox.Process{Args: []string{"no-such-program"}}, l)
 	if err != nil || res.ExitCode != sandbox.ExitNotFound || res.Message == "" {
 		t.Fatalf("a missing program: %+v, %v", res, err)
@@ -250,8 +306,11 @@ func (s *suite) agentExec(t *testing.T) {
 	// own Result keeps): the exec's is capped, the agent's protocol is not.
 	for range 2 {
 		res, err = a.Exec(t.Context(), &sandbox.Process{Args: []string{"sh", "-c", "head -c 3000000 /dev/zero | tr '\\0' a"}}, l)
-		if err != nil || !res.StdoutTruncated || int64(len(res.Stdout)) != l.Output {
-			t.Fatalf("3 MB of output: %d bytes kept, truncated %v, %v", len(res.Stdout), res.StdoutTruncated, err)
+		if err != nil {
+			t.Fatalf("3 MB of output: %v", err)
+		}
+		if !res.StdoutTruncated || int64(len(res.Stdout)) != l.Output {
+			t.Fatalf("3 MB of output: %d bytes kept, truncated %v", len(res.Stdout), res.StdoutTruncated)
 		}
 	}
 	if res, err = a.Exec(t.Context(), &sandbox.Process{Args: []string{"echo", "still"}}, l); err != nil || res.Stdout != "still\n" {

@@ -138,6 +138,12 @@ func table() []entry {
 		{"session/files/bounds", "files_unbounded", `PutFile of max+1`},
 		{"session/files/dirs", "remove_ignored", `Stat after Remove`},
 		{"session/files/symlinks_not_followed", "get_file_follows_symlinks", `GetFile through a symlinked dir`},
+		// A context's call is interrupted at its timeout by a timer (the
+		// kernel's setitimer); a terminal needs ioctls; the agent's output
+		// is a protocol that must reach it whole.
+		{"agent/contexts", "deny:setitimer", `import math`},
+		{"agent/terminal", "deny:ioctl", `waiting for ">>> "`},
+		{"agent/exec", "lasting_output_capped", `3 MB of output`},
 		{"leaks/runs", "leak_tmp", `new entries in`},
 	}
 	for _, r := range []string{"absolute", "dotdot", "dotdot_inner", "nul", "long_component", "long_path", "empty",
@@ -719,6 +725,11 @@ func (s *brokenSandbox) Exec(ctx context.Context, p *sandbox.Process) (*sandbox.
 		}
 	case "process_dir_ignored":
 		p.Dir = ""
+	case "lasting_output_capped":
+		// As a backend that streams only what the Result keeps.
+		if p.Lasting && p.Stdout != nil {
+			p.Stdout = &cappedWriter{w: p.Stdout, left: 64 << 10}
+		}
 	case "exec_unchecked":
 		if p.Dir != "" && sandbox.CheckPath(p.Dir) != nil {
 			p.Dir = ""
@@ -785,6 +796,23 @@ func (s *brokenSandbox) Exec(ctx context.Context, p *sandbox.Process) (*sandbox.
 		res.Backend = ""
 	}
 	return res, nil
+}
+
+// cappedWriter passes on its first left bytes and drops the rest.
+type cappedWriter struct {
+	w    io.Writer
+	left int
+}
+
+func (c *cappedWriter) Write(p []byte) (int, error) {
+	n := min(len(p), c.left)
+	c.left -= n
+	if n > 0 {
+		if _, err := c.w.Write(p[:n]); err != nil {
+			return 0, err
+		}
+	}
+	return len(p), nil
 }
 
 // freshSandbox is the sandbox use_after_close_runs runs in after Close.

@@ -92,7 +92,10 @@ export interface paths {
          * @description As a run: the answer is the result, or with `?stream=1` a stream
          *     of events. Files written by one exec are there for the next; the
          *     processes of an exec end with it. One exec at a time: a second is
-         *     429 sandbox_busy.
+         *     429 sandbox_busy — unless the session's agent runs (a context or
+         *     terminal was started): then execs run through it, side by side with
+         *     each other and the contexts, sharing one /tmp, and each one's
+         *     process group is killed when it ends.
          */
         post: operations["execInSession"];
         delete?: never;
@@ -266,6 +269,229 @@ export interface paths {
         put?: never;
         /** Create a directory and its missing parents (one that exists is no error). */
         post: operations["makeSessionDir"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sessions/{id}/contexts": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["SessionID"];
+            };
+            cookie?: never;
+        };
+        /** The session's contexts, oldest first. */
+        get: operations["listContexts"];
+        put?: never;
+        /**
+         * Start an interpreter context that keeps its state across calls, like a notebook kernel.
+         * @description Python (default) or JavaScript. Contexts run in the session's agent,
+         *     a helper process in the sandbox that the first context or terminal
+         *     starts; while it runs, the session's execs run through it too, beside
+         *     the contexts. At most 8 live contexts per session (429
+         *     contexts_exhausted). A sandbox without python3 has no contexts (503
+         *     agent_unavailable); one without node no JavaScript ones (503
+         *     language_unavailable).
+         */
+        post: operations["createContext"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sessions/{id}/contexts/{context_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["SessionID"];
+                /** @description A context's id. */
+                context_id: components["parameters"]["ContextID"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /** End a context (its interpreter and what it started). */
+        delete: operations["deleteContext"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sessions/{id}/contexts/{context_id}/run": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["SessionID"];
+                /** @description A context's id. */
+                context_id: components["parameters"]["ContextID"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Run code in a context; the value of its last expression comes back.
+         * @description The code runs in the context's namespace: variables, imports and
+         *     definitions stay for the next call. The last expression's value
+         *     comes back as JSON when JSON can carry it, with its repr. Code that
+         *     raises is 200 with ok false and the error (type, message,
+         *     traceback). At the timeout the call is interrupted (Python: a
+         *     KeyboardInterrupt) and the context lives on (interrupted); a
+         *     context that does not survive (its interpreter exited or did not
+         *     stop) is reported lost, and later calls are 404 context_lost until
+         *     it is reset. A call holds a run slot, as an exec does; one call at
+         *     a time per context (429 context_busy).
+         */
+        post: operations["runInContext"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sessions/{id}/contexts/{context_id}/reset": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["SessionID"];
+                /** @description A context's id. */
+                context_id: components["parameters"]["ContextID"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Start a context afresh under the same id (its state is gone). */
+        post: operations["resetContext"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sessions/{id}/terminals": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["SessionID"];
+            };
+            cookie?: never;
+        };
+        /** The session's terminals, oldest first. */
+        get: operations["listTerminals"];
+        put?: never;
+        /**
+         * Run a program on a new terminal (a PTY in the sandbox).
+         * @description For interactive programs (a REPL, top, a shell). Read what it shows
+         *     from …/output (server-sent events), type with …/input, resize with
+         *     …/resize. At most 4 running terminals per session (429
+         *     terminals_exhausted).
+         */
+        post: operations["openTerminal"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sessions/{id}/terminals/{terminal_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["SessionID"];
+                /** @description A terminal's id. */
+                terminal_id: components["parameters"]["TerminalID"];
+            };
+            cookie?: never;
+        };
+        /** A terminal, and how its program ended. */
+        get: operations["getTerminal"];
+        put?: never;
+        post?: never;
+        /** Kill the terminal's program and everything it started. */
+        delete: operations["killTerminal"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sessions/{id}/terminals/{terminal_id}/output": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["SessionID"];
+                /** @description A terminal's id. */
+                terminal_id: components["parameters"]["TerminalID"];
+            };
+            cookie?: never;
+        };
+        /**
+         * What the terminal shows, as server-sent events.
+         * @description Events `output` (TerminalOutput: the bytes, base64, and how many
+         *     were dropped before them) as the program writes, then `exit`
+         *     (TerminalExit) once it has ended and everything is read. Output
+         *     is kept while nobody reads, up to 1 MiB (the oldest goes first).
+         *     One reader at a time (429 terminal_read); while one reads, the
+         *     session is in use (the idle reaper leaves it open).
+         */
+        get: operations["readTerminal"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sessions/{id}/terminals/{terminal_id}/input": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["SessionID"];
+                /** @description A terminal's id. */
+                terminal_id: components["parameters"]["TerminalID"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Type the raw body (at most 64 KiB) into the terminal. */
+        post: operations["typeIntoTerminal"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sessions/{id}/terminals/{terminal_id}/resize": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["SessionID"];
+                /** @description A terminal's id. */
+                terminal_id: components["parameters"]["TerminalID"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Set the terminal's size. */
+        post: operations["resizeTerminal"];
         delete?: never;
         options?: never;
         head?: never;
@@ -667,7 +893,7 @@ export interface components {
             rule: string;
             token?: string;
             /** @enum {string} */
-            operation: "run" | "function" | "lint" | "tool" | "session" | "session_exec";
+            operation: "run" | "function" | "lint" | "tool" | "session" | "session_exec" | "session_code" | "session_terminal";
             tool?: string;
             language?: string;
             backend?: string;
@@ -701,7 +927,7 @@ export interface components {
             /** @description The token's name (when tokens are configured). */
             token?: string;
             /** @enum {string} */
-            kind: "run" | "function" | "session_exec" | "session" | "tool" | "approval";
+            kind: "run" | "function" | "session_exec" | "session" | "tool" | "approval" | "context";
             attempt?: number;
             backend?: string;
             isolation?: string;
@@ -970,7 +1196,7 @@ export interface components {
             request_id?: string;
             token: string;
             /** @enum {string} */
-            kind: "run" | "function" | "lint" | "tool" | "session" | "session_exec" | "auth";
+            kind: "run" | "function" | "lint" | "tool" | "session" | "session_exec" | "session_code" | "session_terminal" | "auth";
             backend?: string;
             isolation?: string;
             limits?: components["schemas"]["Limits"];
@@ -1060,6 +1286,85 @@ export interface components {
             };
             dir?: string;
             timeout?: components["schemas"]["Duration"];
+        };
+        ContextRequest: {
+            /**
+             * @default python
+             * @enum {string}
+             */
+            language?: "python" | "javascript";
+        };
+        Context: {
+            id: string;
+            language: string;
+            /** Format: date-time */
+            created: string;
+            calls: number;
+            /** @description Why the context did not survive; reset it. */
+            lost?: string;
+        };
+        Contexts: {
+            contexts: components["schemas"]["Context"][];
+        };
+        CodeRequest: {
+            /** @description At most 1 MiB. */
+            code: string;
+            timeout?: components["schemas"]["Duration"];
+        };
+        CodeResult: {
+            ok: boolean;
+            /** @description The last expression's value, when JSON can carry it. */
+            value?: unknown;
+            repr?: string;
+            /** @description The value's type name. */
+            type?: string;
+            stdout: string;
+            stderr: string;
+            stdout_truncated?: boolean;
+            stderr_truncated?: boolean;
+            error?: {
+                /** @description The exception's type; TimeoutError at the timeout, ContextLost when the context died. */
+                type: string;
+                message: string;
+                traceback?: string;
+            };
+            interrupted?: boolean;
+            lost?: boolean;
+            duration_ms: number;
+        };
+        TerminalRequest: {
+            /** @description argv (default /bin/sh) */
+            command?: string[];
+            env?: {
+                [key: string]: string;
+            };
+            dir?: string;
+            rows?: number;
+            cols?: number;
+        };
+        Terminal: {
+            id: string;
+            command: string[];
+            /** Format: date-time */
+            created: string;
+            exit?: components["schemas"]["TerminalExit"];
+        };
+        Terminals: {
+            terminals: components["schemas"]["Terminal"][];
+        };
+        TerminalExit: {
+            exit_code: number;
+            signal?: string;
+            /** @description Why the program could not be started. */
+            error?: string;
+        };
+        TerminalOutput: {
+            data: string;
+            dropped?: number;
+        };
+        TerminalResize: {
+            rows: number;
+            cols: number;
         };
         FileInfo: {
             path: string;
@@ -1183,6 +1488,10 @@ export interface components {
         };
     };
     parameters: {
+        /** @description A context's id. */
+        ContextID: string;
+        /** @description A terminal's id. */
+        TerminalID: string;
         SessionID: string;
         /** @description Relative to the work dir; may hold "/" (sent unescaped); no "..", never through a symlink. */
         FilePath: string;
@@ -1654,6 +1963,334 @@ export interface operations {
             404: components["responses"]["NoSession"];
         };
     };
+    listContexts: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["SessionID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The contexts. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Contexts"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NoSession"];
+        };
+    };
+    createContext: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["SessionID"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ContextRequest"];
+            };
+        };
+        responses: {
+            /** @description The context. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Context"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NoSession"];
+            429: components["responses"]["Busy"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    deleteContext: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["SessionID"];
+                /** @description A context's id. */
+                context_id: components["parameters"]["ContextID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Ended. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NoSession"];
+        };
+    };
+    runInContext: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["SessionID"];
+                /** @description A context's id. */
+                context_id: components["parameters"]["ContextID"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CodeRequest"];
+            };
+        };
+        responses: {
+            /** @description The call ended. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CodeResult"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NoSession"];
+            429: components["responses"]["Busy"];
+        };
+    };
+    resetContext: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["SessionID"];
+                /** @description A context's id. */
+                context_id: components["parameters"]["ContextID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The fresh context. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Context"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NoSession"];
+        };
+    };
+    listTerminals: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["SessionID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The terminals. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Terminals"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NoSession"];
+        };
+    };
+    openTerminal: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["SessionID"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["TerminalRequest"];
+            };
+        };
+        responses: {
+            /** @description The terminal. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Terminal"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NoSession"];
+            429: components["responses"]["Busy"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    getTerminal: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["SessionID"];
+                /** @description A terminal's id. */
+                terminal_id: components["parameters"]["TerminalID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The terminal. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Terminal"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NoSession"];
+        };
+    };
+    killTerminal: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["SessionID"];
+                /** @description A terminal's id. */
+                terminal_id: components["parameters"]["TerminalID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Killed. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NoSession"];
+        };
+    };
+    readTerminal: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["SessionID"];
+                /** @description A terminal's id. */
+                terminal_id: components["parameters"]["TerminalID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The event stream. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/event-stream": string;
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NoSession"];
+            429: components["responses"]["Busy"];
+        };
+    };
+    typeIntoTerminal: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["SessionID"];
+                /** @description A terminal's id. */
+                terminal_id: components["parameters"]["TerminalID"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/octet-stream": string;
+            };
+        };
+        responses: {
+            /** @description Typed. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NoSession"];
+            413: components["responses"]["TooLarge"];
+        };
+    };
+    resizeTerminal: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["SessionID"];
+                /** @description A terminal's id. */
+                terminal_id: components["parameters"]["TerminalID"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["TerminalResize"];
+            };
+        };
+        responses: {
+            /** @description Resized. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NoSession"];
+        };
+    };
     executeFunction: {
         parameters: {
             query?: never;
@@ -1776,7 +2413,7 @@ export interface operations {
             query?: {
                 /** @description Only this token's executions. */
                 token?: string;
-                kind?: "run" | "function" | "lint" | "tool" | "session" | "session_exec" | "auth";
+                kind?: "run" | "function" | "lint" | "tool" | "session" | "session_exec" | "session_code" | "session_terminal" | "auth";
                 error_code?: string;
                 /** @description Only this session's rows: its start, its execs and its end. */
                 session?: string;
@@ -1816,7 +2453,7 @@ export interface operations {
                 tool_call_id?: string;
                 /** @description Comma-separated event types, or prefixes ending in a dot (execution., session.). */
                 type?: string;
-                kind?: "run" | "function" | "session_exec" | "session";
+                kind?: "run" | "function" | "session_exec" | "session" | "context";
                 session?: string;
             };
             header?: never;
