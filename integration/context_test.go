@@ -128,7 +128,9 @@ func TestSessionContextsOnBackends(t *testing.T) {
 			// An idle session with a context (which started a program) and
 			// a terminal is reaped, and nothing of it lives on.
 			marker := fmt.Sprint(time.Now().UnixNano()%90000000 + 10000000)
-			idle, err := c.CreateSession(ctx, &v1.SessionRequest{IdleTimeout: v1.Seconds(2 * time.Second)})
+			// Idle for 5 s: long enough that it is not reaped while the test
+			// sets it up under load.
+			idle, err := c.CreateSession(ctx, &v1.SessionRequest{IdleTimeout: v1.Seconds(5 * time.Second)})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -269,7 +269,7 @@ func checkMCPTools(t *testing.T, cs *mcp.ClientSession) {
 	call("session_run_code", map[string]any{"session_id": id, "code": "import os\nseen = sorted(os.listdir('.'))"}, &code)
 	first := code.ContextID
 	code = mcpserver.CodeOutput{}
-	if res = call("session_run_code", map[string]any{"session_id": id, "code": "len(seen)"}, &code); res.IsError || !code.OK || string(code.Value) != "4" || code.ContextID != first {
+	if res = call("session_run_code", map[string]any{"session_id": id, "code": "len(seen)"}, &code); res.IsError || !code.OK || fmt.Sprint(code.Value) != "4" || code.ContextID != first {
 		t.Errorf("session_run_code: %+v %+v (first context %s)", res, code, first)
 	}
 	var ls mcpserver.ListOutput

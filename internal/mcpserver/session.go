@@ -3,7 +3,6 @@ package mcpserver
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"strings"
 	"time"
 
@@ -55,13 +54,13 @@ type SessionCodeInput struct {
 
 // CodeOutput is session_run_code's answer.
 type CodeOutput struct {
-	ContextID string          `json:"context_id"`
-	OK        bool            `json:"ok"`
-	Value     json.RawMessage `json:"value,omitempty" jsonschema:"the last expression's value, when JSON can carry it"`
-	Repr      string          `json:"repr,omitempty"`
-	Stdout    string          `json:"stdout,omitempty"`
-	Stderr    string          `json:"stderr,omitempty"`
-	Error     *v1.CodeError   `json:"error,omitempty"`
+	ContextID string        `json:"context_id"`
+	OK        bool          `json:"ok"`
+	Value     any           `json:"value,omitempty" jsonschema:"the last expression's value, when JSON can carry it"`
+	Repr      string        `json:"repr,omitempty"`
+	Stdout    string        `json:"stdout,omitempty"`
+	Stderr    string        `json:"stderr,omitempty"`
+	Error     *v1.CodeError `json:"error,omitempty"`
 	// Lost: the context did not survive; the next call makes a new one.
 	Lost bool `json:"lost,omitempty"`
 }
@@ -183,8 +182,11 @@ func (t *tools) sessionRunCode(ctx context.Context, req *mcp.CallToolRequest, in
 	if err != nil {
 		return nil, CodeOutput{}, toolError(err)
 	}
-	return nil, CodeOutput{ContextID: id, OK: res.OK, Value: res.Value, Repr: res.Repr, Stdout: res.Stdout, Stderr: res.Stderr,
-		Error: res.Error, Lost: res.Lost}, nil
+	out := CodeOutput{ContextID: id, OK: res.OK, Repr: res.Repr, Stdout: res.Stdout, Stderr: res.Stderr, Error: res.Error, Lost: res.Lost}
+	if len(res.Value) > 0 {
+		out.Value = res.Value // as it is: the server made it
+	}
+	return nil, out, nil
 }
 
 func (t *tools) sessionWrite(ctx context.Context, req *mcp.CallToolRequest, in SessionWriteInput) (*mcp.CallToolResult, FileOutput, error) {
