@@ -33,9 +33,9 @@ function valueOf(v) {
 function errorOf(e, timedOut) {
   if (timedOut) return { type: "TimeoutError", message: "the call was interrupted at its timeout" };
   if (e instanceof Error || (e && typeof e === "object" && "stack" in e)) {
-    return { type: e.name || "Error", message: String(e.message), traceback: String(e.stack || "") };
+    return { type: String(e.name || "Error").slice(0, 256), message: String(e.message).slice(0, MAX_REPR), traceback: String(e.stack || "").slice(-MAX_REPR) };
   }
-  return { type: "Error", message: util.inspect(e) };
+  return { type: "Error", message: util.inspect(e).slice(0, MAX_REPR) };
 }
 
 async function call(req) {

@@ -14,7 +14,7 @@ import traceback
 
 answers = os.fdopen(3, "w", encoding="utf-8")
 MAX_VALUE = 1 << 20  # bytes of a value's JSON
-MAX_REPR = 64 * 1024
+MAX_REPR = 64 * 1024  # characters of a repr, an error message, a traceback
 namespace = {"__name__": "__main__", "__builtins__": __builtins__}
 
 
@@ -63,7 +63,10 @@ def error_of(e, interrupted):
     # The kernel's own frames are not the user's business.
     tb = [f for f in tb if f.filename == "<cell>"]
     lines = traceback.format_list(tb) + traceback.format_exception_only(type(e), e)
-    err = {"type": type(e).__name__, "message": str(e), "traceback": "Traceback (most recent call last):\n" + "".join(lines)}
+    tb = "Traceback (most recent call last):\n" + "".join(lines)
+    if len(tb) > MAX_REPR:
+        tb = "…" + tb[-MAX_REPR:]  # the end says most
+    err = {"type": type(e).__name__, "message": str(e)[:MAX_REPR], "traceback": tb}
     if interrupted:
         err["type"] = "TimeoutError"
         err["message"] = "the call was interrupted at its timeout"

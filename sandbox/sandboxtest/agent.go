@@ -84,6 +84,15 @@ func (s *suite) agentContexts(t *testing.T) {
 	if res.OK || res.Error == nil || res.Error.Type != "ValueError" || res.Error.Message != "bad" || !strings.Contains(res.Error.Traceback, "line 2, in g") {
 		t.Fatalf("an error: %+v", res.Error)
 	}
+	// An error message of 10 MB is cut (the agent's lines are bounded);
+	// the context lives on.
+	res = runCode(t, a, "py", "raise ValueError('x' * 10**7)", 10*time.Second)
+	if res.OK || res.Error == nil || len(res.Error.Message) != 64*1024 {
+		t.Fatalf("a 10 MB error message: ok %v, lost %v, error %.200v", res.OK, res.Lost, res.Error)
+	}
+	if res = runCode(t, a, "py", "x", 10*time.Second); string(res.Value) != "99" {
+		t.Fatalf("after a 10 MB error message: %+v", res)
+	}
 	if _, err := a.RunCode(t.Context(), "nope", "1", time.Second, 1024, nil, nil); sandbox.CodeOf(err) != "context_not_found" {
 		t.Fatalf("a call in no context: %v", err)
 	}

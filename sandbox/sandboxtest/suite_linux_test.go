@@ -257,6 +257,11 @@ func TestSuiteCatchesBrokenBackends(t *testing.T) {
 			for try := 0; r.variant == "cpu_quota_dropped" && results[i].status[r.subtest] == "pass" && try < 4; try++ {
 				results[i] = runChild(t, cg, r.variant, r.subtest)
 			}
+			// So are planted survivors that get no CPU for a second while
+			// they are watched (they read as stopped): tried again.
+			for try := 0; strings.HasPrefix(r.variant, "tree_survives") && !strings.Contains(results[i].logs[r.subtest], r.reason) && try < 2; try++ {
+				results[i] = runChild(t, cg, r.variant, r.subtest)
+			}
 		})
 	}
 	wg.Wait()
