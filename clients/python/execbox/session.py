@@ -32,6 +32,7 @@ class Session:
         self._c = client
         self.info = info
         self.id: str = info["id"]
+        self._contexts: Dict[str, str] = {}  # language -> run_code's context
 
     def __enter__(self) -> "Session":
         return self
@@ -151,6 +152,58 @@ class Session:
         """Creates a directory and its missing parents."""
         with self._c._request("POST", self._path("mkdir", path), None, None, "application/json") as resp:
             return json.load(resp)
+
+    def run_code(self, code: str, *, context: Optional[str] = None, language: str = "python",
+                 timeout: float = 0) -> Dict[str, Any]:
+        """Runs code in an interpreter context of the session, like a
+        notebook cell: variables, imports and definitions stay for the next
+        call. Without context, this Session's context of the language is
+        used (made the first time). Returns the server's answer: {ok, value
+        (the last expression's, when JSON can carry it), repr, type, stdout,
+        stderr, error {type, message, traceback}, interrupted, lost,
+        duration_ms} with "context" added. Code that raised is an answer
+        with ok False, not an exception; at the timeout the call is
+        interrupted and the context keeps its state."""
+        if context is None:
+            context = self._contexts.get(language)
+            if context is None:
+                context = self.create_context(language)["id"]
+                self._contexts[language] = context
+        body: Dict[str, Any] = {"code": code}
+        if timeout:
+            body["timeout"] = timeout
+        with self._c._post(self._context_path(context) + "/run", body, None, "application/json") as resp:
+            out = json.load(resp)
+        if out.get("lost") and self._contexts.get(language) == context:
+            del self._contexts[language]  # the next call makes a new one
+        out["context"] = context
+        return out
+
+    def create_context(self, language: str = "python") -> Dict[str, Any]:
+        """Starts an interpreter context (python or javascript): {id,
+        language, created, calls}."""
+        with self._c._post(self._path("contexts"), {"language": language}, None, "application/json") as resp:
+            return json.load(resp)
+
+    def contexts(self) -> List[Dict[str, Any]]:
+        """The session's contexts, oldest first (a lost one says why)."""
+        with self._c._request("GET", self._path("contexts"), None, None, "application/json") as resp:
+            return json.load(resp).get("contexts", [])
+
+    def reset_context(self, context: str) -> Dict[str, Any]:
+        """Starts a context afresh under the same id: its state is gone."""
+        with self._c._request("POST", self._context_path(context) + "/reset", None, None, "application/json") as resp:
+            return json.load(resp)
+
+    def delete_context(self, context: str) -> None:
+        """Ends a context."""
+        self._c._request("DELETE", self._context_path(context), None, None, "application/json").close()
+        for lang, c in list(self._contexts.items()):
+            if c == context:
+                del self._contexts[lang]
+
+    def _context_path(self, context: str) -> str:
+        return self._path("contexts") + "/" + urllib.parse.quote(context, safe="")
 
     def close(self) -> None:
         """Closes the session; closing a closed one succeeds."""

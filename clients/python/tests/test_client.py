@@ -128,6 +128,19 @@ def test_session(c):
         assert e.value.code == "path_invalid"
         assert s.id in [x["id"] for x in c.sessions()]
         assert c.session(s.id).refresh()["execs"] >= 5
+        # Contexts: state kept across calls, the last expression's value.
+        s.run_code("import math\nr = 2\ndef area(x):\n    return math.pi * x * x")
+        out = s.run_code("print('hi')\n{'a': round(area(r), 2)}")
+        assert out["ok"] and out["value"] == {"a": 12.57} and out["stdout"] == "hi\n"
+        err = s.run_code("1/0")
+        assert not err["ok"] and err["error"]["type"] == "ZeroDivisionError" and err["context"] == out["context"]
+        loop = s.run_code("while True:\n    r += 0", timeout=1)
+        assert loop["interrupted"] and s.run_code("r")["value"] == 2
+        assert [x["id"] for x in s.contexts()] == [out["context"]]
+        s.reset_context(out["context"])
+        assert s.run_code("'r' in dir()")["value"] is False
+        s.delete_context(out["context"])
+        assert s.contexts() == [] and s.run_code("7 * 6")["value"] == 42
     s.close()  # closing a closed session succeeds
     with pytest.raises(ExecboxError) as e:
         s.exec(["true"])
