@@ -165,6 +165,12 @@ func (s *Server) handleContextRun(w http.ResponseWriter, r *http.Request) {
 // handleContextReset is POST /v1/sessions/{id}/contexts/{context_id}/reset: the
 // context starts afresh, under the same id.
 func (s *Server) handleContextReset(w http.ResponseWriter, r *http.Request) {
+	release, err := admitted(r)
+	defer release()
+	if err != nil {
+		writeProblem(w, r, problemOf(r, err))
+		return
+	}
 	sess, err := s.session(r)
 	if err != nil {
 		writeProblem(w, r, problemOf(r, err))
@@ -244,6 +250,20 @@ func (s *Server) handleTerminalList(w http.ResponseWriter, r *http.Request) {
 		out.Terminals = append(out.Terminals, terminalToWire(t))
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// admitted counts a request that makes the sandbox work (a context's
+// reset, typing into a terminal) against the token's rate and in-flight
+// limits, as an execution is; the caller calls release (always).
+func admitted(r *http.Request) (release func(), err error) {
+	if id := infoOf(r.Context()).identity; id != nil {
+		rel, err := id.Admit()
+		if err != nil {
+			return func() {}, err
+		}
+		return rel, nil
+	}
+	return func() {}, nil
 }
 
 // engineTerminal is a session's terminal and what it was when found.
@@ -347,6 +367,12 @@ func (s *Server) handleTerminalOutput(w http.ResponseWriter, r *http.Request) {
 // the raw body (at most v1.MaxTerminalInput bytes) is typed into the
 // terminal; 204.
 func (s *Server) handleTerminalInput(w http.ResponseWriter, r *http.Request) {
+	release, err := admitted(r)
+	defer release()
+	if err != nil {
+		writeProblem(w, r, problemOf(r, err))
+		return
+	}
 	sess, t, err := s.terminal(r)
 	if err != nil {
 		writeProblem(w, r, problemOf(r, err))

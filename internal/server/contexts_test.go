@@ -11,6 +11,7 @@ import (
 	"time"
 
 	v1 "github.com/execbox/execbox/api/v1"
+	"github.com/execbox/execbox/client"
 	"github.com/execbox/execbox/internal/audit"
 	"github.com/execbox/execbox/internal/auth"
 )
@@ -246,4 +247,39 @@ func TestAgentLost(t *testing.T) {
 	if a = en.do("POST", base+"/contexts/"+cx.ID+"/run", map[string]any{"code": "6 * 7"}); json.Unmarshal(a.body, &res) != nil || string(res.Value) != "42" {
 		t.Fatalf("a call after the reset: %d %s", a.status, a.body)
 	}
+}
+
+// TestTerminalInputCountsAgainstTheToken: typing into a terminal and
+// resetting a context make the sandbox work: they count against the
+// token's rate, as executions do.
+func TestTerminalInputCountsAgainstTheToken(t *testing.T) {
+	requirePython(t)
+	tok := tokenFor("slow", "s", false)
+	tok.Rate, tok.Burst = 0.001, 4
+	en := newEnv(t, setup{tokens: []auth.Token{tok}})
+	c, err := client.New(en.http.URL, client.WithToken("s"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	s, err := c.CreateSession(ctx, &v1.SessionRequest{}) // 1
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.CloseSession(ctx, s.ID)
+	term, err := c.OpenTerminal(ctx, s.ID, &v1.TerminalRequest{Command: []string{"cat"}}) // 2
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.TerminalInput(ctx, s.ID, term.ID, []byte("a\n")); err != nil { // 3
+		t.Fatal(err)
+	}
+	cx, err := c.CreateContext(ctx, s.ID, "python") // 4
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = c.TerminalInput(ctx, s.ID, term.ID, []byte("b\n"))
+	wantProblem(t, "terminal input past the burst", err, http.StatusTooManyRequests, "rate_limited")
+	_, err = c.ResetContext(ctx, s.ID, cx.ID)
+	wantProblem(t, "a reset past the burst", err, http.StatusTooManyRequests, "rate_limited")
 }
