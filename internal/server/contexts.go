@@ -54,18 +54,9 @@ func terminalToWire(t engine.TerminalInfo) v1.Terminal {
 func (s *Server) handleContextCreate(w http.ResponseWriter, r *http.Request) {
 	x := s.begin(r, v1.OpSessionCode)
 	defer x.end()
-	if !x.admit(w) {
-		return
-	}
-	sess, err := s.session(r)
-	if err != nil {
-		x.fail(w, err)
-		return
-	}
-	x.entry.Session = sess.ID()
 	var req v1.ContextRequest
-	if err := s.decodeJSON(w, r, &req, s.opts.MaxBody); err != nil {
-		x.fail(w, err)
+	sess, ok := s.sessionCall(w, r, x, &req)
+	if !ok {
 		return
 	}
 	if req.Language == "" {
@@ -84,6 +75,25 @@ func (s *Server) handleContextCreate(w http.ResponseWriter, r *http.Request) {
 	x.end()
 	w.Header().Set("Location", "/v1/sessions/"+sess.ID()+"/contexts/"+c.ID)
 	writeJSON(w, http.StatusCreated, contextToWire(c))
+}
+
+// sessionCall admits x, an execution in the caller's session {id}, and
+// decodes the body into req; false when it was refused (and answered).
+func (s *Server) sessionCall(w http.ResponseWriter, r *http.Request, x *execution, req any) (*engine.Session, bool) {
+	if !x.admit(w) {
+		return nil, false
+	}
+	sess, err := s.session(r)
+	if err != nil {
+		x.fail(w, err)
+		return nil, false
+	}
+	x.entry.Session = sess.ID()
+	if err := s.decodeJSON(w, r, req, s.opts.MaxBody); err != nil {
+		x.fail(w, err)
+		return nil, false
+	}
+	return sess, true
 }
 
 // handleContextList is GET /v1/sessions/{id}/contexts.
@@ -105,18 +115,9 @@ func (s *Server) handleContextList(w http.ResponseWriter, r *http.Request) {
 func (s *Server) handleContextRun(w http.ResponseWriter, r *http.Request) {
 	x := s.begin(r, v1.OpSessionCode)
 	defer x.end()
-	if !x.admit(w) {
-		return
-	}
-	sess, err := s.session(r)
-	if err != nil {
-		x.fail(w, err)
-		return
-	}
-	x.entry.Session = sess.ID()
 	var req v1.CodeRequest
-	if err := s.decodeJSON(w, r, &req, s.opts.MaxBody); err != nil {
-		x.fail(w, err)
+	sess, ok := s.sessionCall(w, r, x, &req)
+	if !ok {
 		return
 	}
 	x.inFlight()
@@ -202,18 +203,9 @@ func (s *Server) handleContextDelete(w http.ResponseWriter, r *http.Request) {
 func (s *Server) handleTerminalOpen(w http.ResponseWriter, r *http.Request) {
 	x := s.begin(r, v1.OpSessionTerminal)
 	defer x.end()
-	if !x.admit(w) {
-		return
-	}
-	sess, err := s.session(r)
-	if err != nil {
-		x.fail(w, err)
-		return
-	}
-	x.entry.Session = sess.ID()
 	var req v1.TerminalRequest
-	if err := s.decodeJSON(w, r, &req, s.opts.MaxBody); err != nil {
-		x.fail(w, err)
+	sess, ok := s.sessionCall(w, r, x, &req)
+	if !ok {
 		return
 	}
 	h := audit.NewRequestHash("session_terminal")

@@ -151,18 +151,9 @@ func (s *Server) handleSessionClose(w http.ResponseWriter, r *http.Request) {
 func (s *Server) handleSessionExec(w http.ResponseWriter, r *http.Request) {
 	x := s.begin(r, v1.OpSessionExec)
 	defer x.end()
-	if !x.admit(w) {
-		return
-	}
-	sess, err := s.session(r)
-	if err != nil {
-		x.fail(w, err)
-		return
-	}
-	x.entry.Session = sess.ID()
 	var req v1.SessionExec
-	if err := s.decodeJSON(w, r, &req, s.opts.MaxBody); err != nil {
-		x.fail(w, err)
+	sess, ok := s.sessionCall(w, r, x, &req)
+	if !ok {
 		return
 	}
 	x.inFlight()
