@@ -50,7 +50,6 @@ const (
 // Agent is a session's agent, running in its sandbox. Its methods are safe
 // for concurrent use.
 type Agent struct {
-	sb     sandbox.Sandbox
 	cancel context.CancelFunc
 	in     *io.PipeWriter
 	wmu    sync.Mutex // one request line at a time
@@ -99,7 +98,7 @@ func Start(ctx context.Context, sb sandbox.Sandbox, life time.Duration) (*Agent,
 	pr, pw := io.Pipe()
 	outR, outW := io.Pipe()
 	runCtx, cancel := context.WithCancel(context.Background())
-	a := &Agent{sb: sb, cancel: cancel, in: pw, calls: map[string]func(frame){}, done: make(chan struct{})}
+	a := &Agent{cancel: cancel, in: pw, calls: map[string]func(frame){}, done: make(chan struct{})}
 	stderr := sandbox.NewCapture(16*1024, nil, nil)
 	ready := make(chan struct{})
 	var readyOnce sync.Once
