@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"sync"
 	"syscall"
 	"time"
 
@@ -23,15 +22,7 @@ func (a *Agent) Exec(ctx context.Context, p *sandbox.Process, l sandbox.Limits) 
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	overflow := make(chan struct{})
-	var once sync.Once
-	onOverflow := func() {
-		if l.OutputLimitKill {
-			once.Do(func() { close(overflow) })
-		}
-	}
-	stdout := sandbox.NewCapture(l.Output, p.Stdout, onOverflow)
-	stderr := sandbox.NewCapture(l.Output, p.Stderr, onOverflow)
+	stdout, stderr, overflow := sandbox.NewOutputs(l.Output, l.OutputLimitKill, p.Stdout, p.Stderr)
 	ended := make(chan frame, 1)
 	id, unregister, err := a.register(func(f frame) {
 		switch {

@@ -29,6 +29,21 @@ type Capture struct {
 	teeAll    bool
 }
 
+// NewOutputs returns the captures of a process's stdout and stderr, each
+// keeping at most limit bytes and teeing to stdout and stderr (either may
+// be nil), and a channel closed once either passes limit, when kill is set
+// (OutputLimitKill: the caller ends the process then).
+func NewOutputs(limit int64, kill bool, stdout, stderr io.Writer) (out, errs *Capture, overflow <-chan struct{}) {
+	over := make(chan struct{})
+	var once sync.Once
+	onOverflow := func() {
+		if kill {
+			once.Do(func() { close(over) })
+		}
+	}
+	return NewCapture(limit, stdout, onOverflow), NewCapture(limit, stderr, onOverflow), over
+}
+
 // NewCapture returns a Capture keeping at most limit bytes. overflow, if not
 // nil, is called once, when the limit is first passed.
 func NewCapture(limit int64, tee io.Writer, overflow func()) *Capture {

@@ -83,7 +83,6 @@ class Proc:
         self.reaped_at = None
         self.pending = bytearray()  # input not yet taken
         self.eof = False  # close stdin once pending is written
-        self.dropped = 0
         for fd, stream in fds.items():
             nonblocking(fd)
             readers[fd] = (self, stream)
@@ -96,11 +95,7 @@ class Proc:
 
     def give(self, data):
         """Queues input; what does not fit is dropped."""
-        room = MAX_PENDING - len(self.pending)
-        if len(data) > room:
-            self.dropped += len(data) - max(room, 0)
-            data = data[: max(room, 0)]
-        self.pending += data
+        self.pending += data[: max(MAX_PENDING - len(self.pending), 0)]
         self.flush()
 
     def flush(self):

@@ -85,15 +85,7 @@ func (s *Sandbox) Exec(ctx context.Context, p *sandbox.Process) (*sandbox.Result
 			e.stream, e.streamed = p.Stdin, true
 		}
 	}
-	overflow := make(chan struct{})
-	var once sync.Once
-	onOverflow := func() {
-		if l.OutputLimitKill {
-			once.Do(func() { close(overflow) })
-		}
-	}
-	stdout := sandbox.NewCapture(l.Output, p.Stdout, onOverflow)
-	stderr := sandbox.NewCapture(l.Output, p.Stderr, onOverflow)
+	stdout, stderr, overflow := sandbox.NewOutputs(l.Output, l.OutputLimitKill, p.Stdout, p.Stderr)
 	if p.Lasting {
 		stdout.TeeAll()
 		stderr.TeeAll()

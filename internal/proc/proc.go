@@ -58,17 +58,9 @@ func Run(ctx context.Context, cmd *exec.Cmd, o Options) (*Outcome, error) {
 	if o.Grace == 0 {
 		o.Grace = DefaultGrace
 	}
-	overflow := make(chan struct{})
-	var overflowOnce sync.Once
-	onOverflow := func() {
-		if o.OutputLimitKill {
-			overflowOnce.Do(func() { close(overflow) })
-		}
-	}
-	out := &Outcome{
-		Stdout: sandbox.NewCapture(o.Output, o.Stdout, onOverflow),
-		Stderr: sandbox.NewCapture(o.Output, o.Stderr, onOverflow),
-	}
+	out := &Outcome{}
+	var overflow <-chan struct{}
+	out.Stdout, out.Stderr, overflow = sandbox.NewOutputs(o.Output, o.OutputLimitKill, o.Stdout, o.Stderr)
 	if o.TeeAll {
 		out.Stdout.TeeAll()
 		out.Stderr.TeeAll()

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"time"
@@ -306,21 +305,13 @@ func (s *Server) handleTerminalOutput(w http.ResponseWriter, r *http.Request) {
 	}
 	defer release()
 	defer sess.Use()()
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-store")
-	h.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	rc := http.NewResponseController(w)
+	sse := s.openSSE(w)
 	send := func(event string, v any) bool {
-		b, _ := json.Marshal(v)
-		rc.SetWriteDeadline(time.Now().Add(s.opts.WriteTimeout))
 		if event == "" {
-			_, err = fmt.Fprint(w, ": keep-alive\n\n")
-		} else {
-			_, err = fmt.Fprintf(w, "event: %s\ndata: %s\n\n", event, b)
+			return sse(": keep-alive\n\n")
 		}
-		return err == nil && rc.Flush() == nil
+		b, _ := json.Marshal(v)
+		return sse("event: %s\ndata: %s\n\n", event, b)
 	}
 	if !send("", nil) {
 		return

@@ -44,6 +44,25 @@ func (s *Server) withCall(w http.ResponseWriter, r *http.Request) (*http.Request
 	return r.WithContext(engine.WithCall(r.Context(), c)), true
 }
 
+// openSSE answers 200 with the headers of an event stream and returns
+// send, which writes one piece of it (an event, a comment) within the
+// write timeout and flushes it; false once the client is gone.
+func (s *Server) openSSE(w http.ResponseWriter) (send func(format string, args ...any) bool) {
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	return func(format string, args ...any) bool {
+		rc.SetWriteDeadline(time.Now().Add(s.opts.WriteTimeout))
+		if _, err := fmt.Fprintf(w, format, args...); err != nil {
+			return false
+		}
+		return rc.Flush() == nil
+	}
+}
+
 // eventFilter is GET /v1/events' query: every field given must match.
 type eventFilter struct {
 	event.Caller
@@ -123,19 +142,7 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 	s.metrics.EventStream(1)
 	defer s.metrics.EventStream(-1)
 
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-store")
-	h.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	rc := http.NewResponseController(w)
-	send := func(format string, args ...any) bool {
-		rc.SetWriteDeadline(time.Now().Add(s.opts.WriteTimeout))
-		if _, err := fmt.Fprintf(w, format, args...); err != nil {
-			return false
-		}
-		return rc.Flush() == nil
-	}
+	send := s.openSSE(w)
 	if !send(": execbox events\n\n") {
 		return
 	}
