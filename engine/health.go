@@ -121,10 +121,22 @@ func (e *Engine) refresh(name string) {
 	e.mu.Unlock()
 }
 
-// check probes b and writes the answer to the health cache.
+// probeTimeout bounds one health probe: a microVM under software
+// emulation boots several times over in one (the probe's sandboxes).
+const probeTimeout = 3 * time.Minute
+
+// check probes b and writes the answer to the health cache. Close ends a
+// probe that still runs.
 func (e *Engine) check(b sandbox.Backend) sandbox.Health {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
 	defer cancel()
+	go func() {
+		select {
+		case <-e.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	h := b.Health(ctx)
 	if h.CheckedAt.IsZero() {
 		h.CheckedAt = time.Now()

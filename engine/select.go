@@ -135,9 +135,15 @@ func (e *Engine) pick(ctx context.Context, tier string, floor sandbox.Isolation,
 			refused = append(refused, name+": "+e.reason(name))
 			continue
 		}
-		iso := b.Capabilities().Isolation
+		caps := b.Capabilities()
+		iso := caps.Isolation
 		if iso == sandbox.IsolationNone {
 			continue // never picked by auto or a tier
+		}
+		if caps.Emulated && tier == "" {
+			// Strong but many times slower: only a tier or a name asks for it.
+			refused = append(refused, name+": runs under software emulation here; auto never picks it (ask for it by name or with tier strict)")
+			continue
 		}
 		if iso < floor {
 			refused = append(refused, fmt.Sprintf("%s: isolation %s is below %s (%s)", name, iso, floor, why))

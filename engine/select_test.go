@@ -18,6 +18,7 @@ import (
 type stub struct {
 	name   string
 	iso    sandbox.Isolation
+	emu    bool // Capabilities.Emulated
 	mu     sync.Mutex
 	h      sandbox.Health
 	probes int // Health calls
@@ -25,7 +26,9 @@ type stub struct {
 
 func (s *stub) Name() string { return s.name }
 func (s *stub) Capabilities() sandbox.Capabilities {
-	return sandbox.Capabilities{Isolation: s.iso}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return sandbox.Capabilities{Isolation: s.iso, Emulated: s.emu}
 }
 func (s *stub) Health(context.Context) sandbox.Health {
 	s.mu.Lock()
@@ -56,6 +59,7 @@ func (s *stub) Create(context.Context, sandbox.Spec) (sandbox.Sandbox, error) {
 func (s *stub) set(avail, ready bool, reason string) {
 	s.mu.Lock()
 	s.h = sandbox.Health{Available: avail, Ready: ready, Reason: reason}
+	s.emu = false
 	s.mu.Unlock()
 }
 
@@ -185,6 +189,38 @@ func TestNotReadyIsSkippedByAutoButNamedWorks(t *testing.T) {
 	}
 	if got, err := selectName(t, e, sandbox.Selection{Backend: "t-vm"}); err != nil || got != "t-vm" {
 		t.Fatalf("named not-ready = %q, %v", got, err)
+	}
+}
+
+// TestEmulatedIsNeverPickedByAuto: a backend under software emulation
+// (a microVM without KVM) is strong but slow: auto goes past it, without
+// even probing it; tier strict and its name may still run on it.
+func TestEmulatedIsNeverPickedByAuto(t *testing.T) {
+	world("t-proc1", "t-kernel", "t-vm")
+	stubs["t-vm"].mu.Lock()
+	stubs["t-vm"].emu = true
+	stubs["t-vm"].mu.Unlock()
+	e := newEngine(t, Options{})
+	_, d, err := e.Select(context.Background(), sandbox.Selection{})
+	if err != nil || d.Backend != "t-kernel" || !strings.Contains(d.Because, "t-vm: runs under software emulation") {
+		t.Fatalf("auto = %+v, %v", d, err)
+	}
+	if _, known := e.knownHealth("t-vm"); known {
+		t.Error("auto probed the emulated backend")
+	}
+	if got, err := selectName(t, e, sandbox.Selection{Tier: TierStrict}); err != nil || got != "t-vm" {
+		t.Fatalf("tier strict = %q, %v", got, err)
+	}
+	if got, err := selectName(t, e, sandbox.Selection{Backend: "t-vm"}); err != nil || got != "t-vm" {
+		t.Fatalf("named = %q, %v", got, err)
+	}
+	// With only the emulated one at the floor, auto refuses and says why.
+	world("t-vm")
+	stubs["t-vm"].mu.Lock()
+	stubs["t-vm"].emu = true
+	stubs["t-vm"].mu.Unlock()
+	if _, err := selectName(t, e, sandbox.Selection{MinIsolation: "vm"}); !errors.Is(err, sandbox.ErrUnavailable) || !strings.Contains(err.Error(), "software emulation") {
+		t.Fatalf("auto with only an emulated vm: %v", err)
 	}
 }
 

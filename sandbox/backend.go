@@ -67,6 +67,10 @@ type Capabilities struct {
 	// each with why. The engine refuses a run on such a backend unless the
 	// configuration allows weak limits (allow_weak_limits).
 	Weak map[string]string `json:"weak,omitempty"`
+	// Emulated is true when the backend runs programs under software
+	// emulation here (a VM without hardware virtualisation): strong, but
+	// many times slower, so auto never picks it by itself.
+	Emulated bool `json:"emulated,omitempty"`
 }
 
 // Health is a backend's state as last probed.

@@ -55,10 +55,11 @@ func WithLeakRuns(n int) Option {
 	return func(c *config) { c.leakRuns = n }
 }
 
-// WithLeakHeld lets the leak check allow n more open fds and goroutines
-// after the runs than before, for a backend that holds resources across
-// sandboxes by design (a pool of started containers, each with its
-// connection). A leak per run still shows: the runs outnumber n.
+// WithLeakHeld lets the leak check allow n more open fds, goroutines,
+// child processes and entries in the work roots after the runs than
+// before, for a backend that holds resources across sandboxes by design
+// (a pool of started containers or booted VMs, each with its connection,
+// process and directory). A leak per run still shows: the runs outnumber n.
 func WithLeakHeld(n int) Option {
 	return func(c *config) { c.leakHeld = n }
 }
