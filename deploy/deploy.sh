@@ -290,7 +290,7 @@ bundle_version=
 # the daemon will read loads with this version. Changes nothing.
 check_bundle() {
 	local f
-	for f in execbox execbox-init execbox.yaml execbox.service deploy.sh SHA256SUMS; do
+	for f in execbox execbox-init execbox-guest execbox.yaml execbox.service deploy.sh SHA256SUMS; do
 		[ -f "$bundle/$f" ] || die "$bundle is not a release bundle: $f is missing"
 	done
 	if [ "$mode" = docker ]; then
@@ -333,7 +333,7 @@ stage_release() {
 	mkdir -p "$tmp"
 	: >"$tmp/$marker"
 	local f
-	for f in execbox execbox-init execbox.yaml execbox.service deploy.sh README.md SHA256SUMS; do
+	for f in execbox execbox-init execbox-guest execbox.yaml execbox.service deploy.sh README.md SHA256SUMS; do
 		[ -f "$bundle/$f" ] && cp -p "$bundle/$f" "$tmp/$f"
 	done
 	mv -T "$tmp" "$dest"

@@ -381,7 +381,7 @@ func TestServeErrorStatuses(t *testing.T) {
 		{"413 function", "POST", "/v1/functions:execute", `{"code":"def main(): pass","params":{"p":"` + strings.Repeat("x", function.MaxInput) + `"}}`, adm, want{413, function.CodeInputTooLarge, ""}},
 		{"415", "POST", "/v1/runs", `{"command":["true"]}`, append([]string{"Content-Type", "text/plain"}, adm...), want{415, "unsupported_media_type", ""}},
 		{"500", "POST", "/v1/functions:execute", `{"code":"import os\ndef main():\n    os._exit(3)\n"}`, adm, want{500, function.CodeSandboxFailed, ""}},
-		{"400 isolation", "POST", "/v1/runs", `{"command":["true"],"tier":"strict","min_isolation":"vm"}`, adm, want{400, "isolation_unsupported", ""}},
+		{"400 isolation", "POST", "/v1/runs", `{"command":["true"],"tier":"strict","min_isolation":"hypervisor"}`, adm, want{400, "isolation_invalid", ""}},
 		{"503", "POST", "/v1/runs", `{"command":["true"],"backend":"gvisor"}`, adm, want{503, "backend_unavailable", "Retry-After"}},
 	} {
 		st, h, body := s.raw(tc.method, tc.path, tc.body, tc.header...)

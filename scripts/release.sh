@@ -4,6 +4,7 @@
 #
 #   dist/execbox-<version>-linux-<arch>.tar.gz   the bundle deploy.sh installs:
 #       execbox, execbox-init   static binaries, version/commit/date stamped
+#       execbox-guest           the microvm backend's VM init (static)
 #       execbox.yaml            the default configuration, commented
 #       execbox.service         the systemd unit
 #       deploy.sh, README.md    install/upgrade/… and the operator's guide
@@ -85,6 +86,7 @@ for arch in "${archlist[@]}"; do
 	echo "-- $name: static binaries"
 	CGO_ENABLED=0 GOOS=linux GOARCH=$arch go build -trimpath -buildvcs=false -ldflags "$ldflags" -o "$stage/execbox" ./cmd/execbox
 	CGO_ENABLED=0 GOOS=linux GOARCH=$arch go build -trimpath -buildvcs=false -ldflags "-s -w" -o "$stage/execbox-init" ./cmd/execbox-init
+	CGO_ENABLED=0 GOOS=linux GOARCH=$arch go build -trimpath -buildvcs=false -ldflags "-s -w" -o "$stage/execbox-guest" ./cmd/execbox-guest
 	install -m 0644 deploy/execbox.yaml deploy/execbox.service "$stage/"
 	install -m 0644 deploy/README.md "$stage/README.md"
 	install -m 0755 deploy/deploy.sh "$stage/deploy.sh"
@@ -110,7 +112,7 @@ for arch in "${archlist[@]}"; do
 		pkg=$out/.deb-$arch
 		rm -rf -- "$pkg"
 		mkdir -p "$pkg/debian"
-		cp -p "$stage/execbox" "$stage/execbox-init" "$stage/execbox.yaml" "$stage/execbox.service" "$stage/README.md" "$pkg/"
+		cp -p "$stage/execbox" "$stage/execbox-init" "$stage/execbox-guest" "$stage/execbox.yaml" "$stage/execbox.service" "$stage/README.md" "$pkg/"
 		cp -p deploy/debian/preinst deploy/debian/postinst deploy/debian/prerm deploy/debian/postrm "$pkg/debian/"
 		(cd "$pkg" && VERSION=$version ARCH=$arch SOURCE_DATE_EPOCH=$epoch \
 			go run "$nfpm" package --config "$OLDPWD/deploy/nfpm.yaml" --packager deb --target "$out/$debfile" >/dev/null)

@@ -105,7 +105,7 @@ tar -C "$work/dist2" -xzf "$work/dist2/execbox-$v2-linux-amd64.tar.gz"
 b1=$work/dist1/execbox-$v1-linux-amd64
 b2=$work/dist2/execbox-$v2-linux-amd64
 barm=$work/dist1/execbox-$v1-linux-arm64
-for f in execbox execbox-init execbox.yaml execbox.service deploy.sh README.md SHA256SUMS image.tar; do
+for f in execbox execbox-init execbox-guest execbox.yaml execbox.service deploy.sh README.md SHA256SUMS image.tar; do
 	[ -f "$b1/$f" ] || fail "the amd64 bundle lacks $f"
 done
 [ ! -e "$barm/image.tar" ] || fail "an arm64 image.tar from amd64 packages"

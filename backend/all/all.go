@@ -7,5 +7,6 @@ import (
 	_ "github.com/execbox/execbox/backend/docker"
 	_ "github.com/execbox/execbox/backend/gvisor"
 	_ "github.com/execbox/execbox/backend/local"
+	_ "github.com/execbox/execbox/backend/microvm"
 	_ "github.com/execbox/execbox/backend/native"
 )
