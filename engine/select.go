@@ -140,9 +140,10 @@ func (e *Engine) pick(ctx context.Context, tier string, floor sandbox.Isolation,
 		if iso == sandbox.IsolationNone {
 			continue // never picked by auto or a tier
 		}
-		if caps.Emulated && tier == "" {
-			// Strong but many times slower: only a tier or a name asks for it.
-			refused = append(refused, name+": runs under software emulation here; auto never picks it (ask for it by name or with tier strict)")
+		if caps.Emulated && tier == "" && floor < iso {
+			// Strong but many times slower: only a tier, a floor at its
+			// level or its name asks for it.
+			refused = append(refused, name+": runs under software emulation here; auto never picks it (ask for it by name, with tier strict or with min_isolation "+iso.String()+")")
 			continue
 		}
 		if iso < floor {

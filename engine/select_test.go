@@ -194,7 +194,8 @@ func TestNotReadyIsSkippedByAutoButNamedWorks(t *testing.T) {
 
 // TestEmulatedIsNeverPickedByAuto: a backend under software emulation
 // (a microVM without KVM) is strong but slow: auto goes past it, without
-// even probing it; tier strict and its name may still run on it.
+// even probing it; tier strict, a floor at its level and its name may
+// still run on it.
 func TestEmulatedIsNeverPickedByAuto(t *testing.T) {
 	world("t-proc1", "t-kernel", "t-vm")
 	stubs["t-vm"].mu.Lock()
@@ -214,12 +215,16 @@ func TestEmulatedIsNeverPickedByAuto(t *testing.T) {
 	if got, err := selectName(t, e, sandbox.Selection{Backend: "t-vm"}); err != nil || got != "t-vm" {
 		t.Fatalf("named = %q, %v", got, err)
 	}
-	// With only the emulated one at the floor, auto refuses and says why.
+	// A request whose floor is its level asks for it too.
+	if got, err := selectName(t, e, sandbox.Selection{MinIsolation: "vm"}); err != nil || got != "t-vm" {
+		t.Fatalf("min_isolation vm = %q, %v", got, err)
+	}
+	// With only the emulated one ready, auto refuses and says why.
 	world("t-vm")
 	stubs["t-vm"].mu.Lock()
 	stubs["t-vm"].emu = true
 	stubs["t-vm"].mu.Unlock()
-	if _, err := selectName(t, e, sandbox.Selection{MinIsolation: "vm"}); !errors.Is(err, sandbox.ErrUnavailable) || !strings.Contains(err.Error(), "software emulation") {
+	if _, err := selectName(t, newEngine(t, Options{}), sandbox.Selection{}); !errors.Is(err, sandbox.ErrUnavailable) || !strings.Contains(err.Error(), "software emulation") {
 		t.Fatalf("auto with only an emulated vm: %v", err)
 	}
 }
