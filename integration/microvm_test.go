@@ -52,7 +52,9 @@ func requireMicroVM(t *testing.T) []string {
 	if guestErr != nil {
 		t.Fatalf("building execbox-guest: %v", guestErr)
 	}
-	return []string{"EXECBOX_MICROVM_GUEST=" + guestBin}
+	// One image cache for every test server (each has a state dir of its
+	// own): the guest kernel is unpacked once.
+	return []string{"EXECBOX_MICROVM_GUEST=" + guestBin, "EXECBOX_MICROVM_CACHE=/var/cache/execbox/microvm"}
 }
 
 // From the CLI: --backend microvm runs in a guest kernel; the strict tier

@@ -105,6 +105,7 @@ func TestConfigValidate(t *testing.T) {
 		{func(c *Config) { c.Accel = "hvf" }, "microvm.accel"},
 		{func(c *Config) { c.QEMU = "" }, "microvm.qemu"},
 		{func(c *Config) { c.Cache = "cache" }, "microvm.cache"},
+		{func(c *Config) { c.Cache = "/var/cache/x" }, ""},
 		{func(c *Config) { c.Kernel = "vmlinuz" }, "microvm.kernel"},
 		{func(c *Config) { c.Guest = "execbox-guest" }, "microvm.guest"},
 	} {

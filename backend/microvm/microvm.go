@@ -34,13 +34,14 @@ type Config struct {
 	// sandbox does not wait for a boot; 0 boots each on demand.
 	Warm int `yaml:"warm"`
 	// Cache is where the guest kernel and initramfs made from the host's
-	// files are kept.
+	// files are kept; empty means <state_dir>/microvm (a systemd unit's
+	// writable state directory), else /var/cache/execbox/microvm.
 	Cache string `yaml:"cache"`
 }
 
 // DefaultConfig is the microvm section's built-in value.
 func DefaultConfig() *Config {
-	return &Config{QEMU: "qemu-system-x86_64", Accel: "auto", Warm: 1, Cache: "/var/cache/execbox/microvm"}
+	return &Config{QEMU: "qemu-system-x86_64", Accel: "auto", Warm: 1}
 }
 
 // Validate names the key at fault.
@@ -52,7 +53,7 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("microvm.accel: %q is not auto, kvm or tcg", c.Accel)
 	case c.Warm < 0 || c.Warm > 16:
 		return fmt.Errorf("microvm.warm: %d is not within 0..16", c.Warm)
-	case c.Cache == "" || !filepath.IsAbs(c.Cache):
+	case c.Cache != "" && !filepath.IsAbs(c.Cache):
 		return fmt.Errorf("microvm.cache: %q is not an absolute path", c.Cache)
 	case c.Kernel != "" && !filepath.IsAbs(c.Kernel):
 		return fmt.Errorf("microvm.kernel: %q is not an absolute path", c.Kernel)

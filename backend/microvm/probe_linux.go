@@ -49,6 +49,13 @@ type host = hostbase.Host[facts]
 
 func build(cfg Config, s sandbox.Settings) sandbox.Backend {
 	b := &Backend{cfg: cfg, hidden: []string{s.Root()}}
+	switch {
+	case cfg.Cache != "":
+	case s.StateDir != "":
+		b.cfg.Cache = filepath.Join(s.StateDir, "microvm")
+	default:
+		b.cfg.Cache = "/var/cache/execbox/microvm"
+	}
 	b.pool = newPool(b, cfg.Warm)
 	b.Backend = hostbase.NewBackend(b, s, hostbase.Options[facts]{
 		Name:        Name,
