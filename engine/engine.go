@@ -224,7 +224,8 @@ func New(o Options) (*Engine, error) {
 }
 
 // Start reconciles every backend that can (removing what a crashed execbox
-// left), probes each now and then every ProbeInterval until Close, closes
+// left), probes each now, then reconciles and probes each every
+// ProbeInterval until Close, closes
 // expired and idle sessions every Sessions.ReapInterval, and fills the warm
 // pools.
 func (e *Engine) Start() {
@@ -244,6 +245,12 @@ func (e *Engine) Start() {
 				return
 			case <-t.C:
 				for _, name := range e.order {
+					// Again, not only at start: a request a killed execbox
+					// sent (a container create) may complete after the
+					// first reconcile ran.
+					if b, ok := e.backends[name]; ok {
+						e.reconcile(b)
+					}
 					e.refresh(name)
 				}
 			}

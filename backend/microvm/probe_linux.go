@@ -64,23 +64,29 @@ func build(cfg Config, s sandbox.Settings) sandbox.Backend {
 		HostNetwork: "not supported: a VM has no network device",
 		Probe:       b.probe,
 		Enforcement: enforcement,
-		HealthDetails: func(h *host) map[string]string {
-			d := map[string]string{"cgroups": h.CgroupInfo, "qemu": h.Own.qemu + " (" + h.Own.version + ")", "accel": h.Own.accel}
-			if h.Own.img != nil {
-				d["kernel"] = h.Own.img.version
-				d["guest"] = h.Own.guest
-			}
-			if h.Own.kvmWhy != "" {
-				d["kvm"] = h.Own.kvmWhy
-			}
-			return d
-		},
+		HealthDetails: healthDetails,
 		Unavailable:  "microvm unavailable: ",
 		Ready:        func(h *host, took time.Duration) string { return b.ready(h, took) },
 		ProbeTimeout: 3 * time.Minute,
 		ProbeWall:    60 * time.Second,
 	})
 	return b
+}
+
+// healthDetails are the facts found, as far as the probe got: a fact
+// not found is left out (doctor shows a detail all backends share once).
+func healthDetails(h *host) map[string]string {
+	d := map[string]string{}
+	for k, v := range map[string]string{"cgroups": h.CgroupInfo, "qemu": h.Own.qemu, "qemu_version": h.Own.version,
+		"accel": h.Own.accel, "guest": h.Own.guest, "kvm": h.Own.kvmWhy} {
+		if v != "" {
+			d[k] = v
+		}
+	}
+	if h.Own.img != nil {
+		d["kernel"] = h.Own.img.version
+	}
+	return d
 }
 
 // Capabilities describe the backend: no host network, and under TCG
