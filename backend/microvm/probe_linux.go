@@ -58,17 +58,17 @@ func build(cfg Config, s sandbox.Settings) sandbox.Backend {
 	}
 	b.pool = newPool(b, cfg.Warm)
 	b.Backend = hostbase.NewBackend(b, s, hostbase.Options[facts]{
-		Name:        Name,
-		Isolation:   sandbox.IsolationVM,
-		TTL:         healthTTL,
-		HostNetwork: "not supported: a VM has no network device",
-		Probe:       b.probe,
-		Enforcement: enforcement,
+		Name:          Name,
+		Isolation:     sandbox.IsolationVM,
+		TTL:           healthTTL,
+		HostNetwork:   "not supported: a VM has no network device",
+		Probe:         b.probe,
+		Enforcement:   enforcement,
 		HealthDetails: healthDetails,
-		Unavailable:  "microvm unavailable: ",
-		Ready:        func(h *host, took time.Duration) string { return b.ready(h, took) },
-		ProbeTimeout: 3 * time.Minute,
-		ProbeWall:    60 * time.Second,
+		Unavailable:   "microvm unavailable: ",
+		Ready:         func(h *host, took time.Duration) string { return b.ready(h, took) },
+		ProbeTimeout:  3 * time.Minute,
+		ProbeWall:     60 * time.Second,
 	})
 	return b
 }
