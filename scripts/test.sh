@@ -128,6 +128,8 @@ CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$guestbin/execbox-guest" .
 PATH="$guestbin:$PATH" bench -bench 'Python|Session|Tool' -benchtime 20x ./backend/all/
 rm -rf "$guestbin"
 bench -bench Start -benchtime 100x ./backend/native/
+# A microVM's start: a cold boot against a warm VM from the pool; QEMU's RSS.
+bench -bench Start -benchtime 10x ./backend/microvm/
 bench -bench . -benchtime 20x ./backend/docker/
 # A run's engine cost with no event subscriber, one that never reads and
 # one that takes 10 ms an event: a slow subscriber must not slow runs.
