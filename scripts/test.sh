@@ -30,8 +30,8 @@ export EXECBOX_SCREENSHOTS="${EXECBOX_SCREENSHOTS:-${TMPDIR:-/tmp}/execbox-scree
 need=()
 # The microvm backend: QEMU, and Debian's kernel (only its files: the
 # guest kernel and its modules; the host does not boot it) and xz to
-# unpack it.
-for pkg in python3 python3-venv python3-pip python3-setuptools python3-pytest nodejs bubblewrap runsc docker.io chromium qemu-system-x86 linux-image-amd64 xz-utils; do
+# unpack it; cpio reads back the initramfs the backend writes.
+for pkg in python3 python3-venv python3-pip python3-setuptools python3-pytest nodejs bubblewrap runsc docker.io chromium qemu-system-x86 linux-image-amd64 xz-utils cpio; do
 	dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
 # npm comes with some Node.js builds, with Debian's as a package of its own.

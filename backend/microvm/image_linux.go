@@ -91,9 +91,9 @@ func numbers(s string) []int {
 }
 
 // cached returns cache/<kind>-<key>, where key hashes the names, sizes and
-// times of inputs, making it with make when it is missing. Files are
+// times of inputs, making it with build when it is missing. Files are
 // written whole, then renamed: several execbox processes may race here.
-func cached(cache, kind string, inputs []string, make func(io.Writer) error) (string, error) {
+func cached(cache, kind string, inputs []string, build func(io.Writer) error) (string, error) {
 	h := sha256.New()
 	for _, in := range inputs {
 		st, err := os.Stat(in)
@@ -114,7 +114,7 @@ func cached(cache, kind string, inputs []string, make func(io.Writer) error) (st
 	}
 	defer os.Remove(f.Name())
 	w := bufio.NewWriterSize(f, 1<<20)
-	err = make(w)
+	err = build(w)
 	if err == nil {
 		err = w.Flush()
 	}

@@ -8,15 +8,14 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/execbox/execbox/internal/testutil"
 )
 
 // The initramfs is a newc archive the host's own cpio reads back: /init
 // executable, /dev/console a character device, the modules in order.
 func TestInitrdIsNewcCpio(t *testing.T) {
-	cpio, err := exec.LookPath("cpio")
-	if err != nil {
-		t.Skip("cpio is not installed")
-	}
+	cpio := testutil.RequiresBinary(t, Name, "cpio")
 	dir := t.TempDir()
 	agent := filepath.Join(dir, "agent")
 	os.WriteFile(agent, []byte("#!/bin/true\n"), 0o755)

@@ -108,14 +108,14 @@ func (b *Backend) probe(h *host) error {
 		return fmt.Errorf("QEMU (%s) not found: install Debian's qemu-system-x86 or set microvm.qemu: %w", b.cfg.QEMU, err)
 	}
 	h.Own.qemu = q
+	if h.Own.guest, err = findGuest(b.cfg.Guest); err != nil {
+		return err
+	}
 	out, err := exec.Command(q, "--version").Output()
 	if err != nil {
 		return fmt.Errorf("%s --version: %w", q, err)
 	}
 	h.Own.version, _, _ = strings.Cut(strings.TrimSpace(string(out)), "\n")
-	if h.Own.guest, err = findGuest(b.cfg.Guest); err != nil {
-		return err
-	}
 	if h.Own.img, err = prepareImage(b.cfg.Kernel, h.Own.guest, b.cfg.Cache); err != nil {
 		return err
 	}

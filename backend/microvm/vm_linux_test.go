@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/execbox/execbox/internal/testutil"
 	"github.com/execbox/execbox/sandbox"
 )
@@ -28,22 +30,11 @@ func TestRunsInGuestKernel(t *testing.T) {
 	if res.Stdout != want {
 		t.Fatalf("in the VM: %q, want %q (the guest kernel, nobody, loopback only)", res.Stdout, want)
 	}
-	var host syscall.Utsname
-	syscall.Uname(&host)
-	if strings.HasPrefix(res.Stdout, unixString(host.Release[:])+"\n") {
+	var host unix.Utsname
+	unix.Uname(&host)
+	if strings.HasPrefix(res.Stdout, unix.ByteSliceToString(host.Release[:])+"\n") {
 		t.Fatalf("the VM runs the host's kernel %s", res.Stdout)
 	}
-}
-
-func unixString(b []int8) string {
-	var s []byte
-	for _, c := range b {
-		if c == 0 {
-			break
-		}
-		s = append(s, byte(c))
-	}
-	return string(s)
 }
 
 // The host network cannot be asked for, and a writable host path cannot
