@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"maps"
 	"os"
 	"os/exec"
@@ -530,11 +531,7 @@ func (s *brokenSandbox) WriteFiles(ctx context.Context, files map[string][]byte)
 	case "no_path_check":
 		for p, data := range files {
 			if sandbox.CheckPath(p) != nil {
-				full := filepath.Join(s.workDir(), p)
-				if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-					return err
-				}
-				if err := os.WriteFile(full, data, 0o644); err != nil {
+				if err := writeByPath(s.workDir(), p, data); err != nil {
 					return err
 				}
 				delete(files, p)
@@ -574,23 +571,44 @@ func (s *brokenSandbox) WriteFiles(ctx context.Context, files map[string][]byte)
 				}
 			}
 			// By path: the check above (toctou_write) and this write are
-			// apart; os.WriteFile follows a symlink swapped in meanwhile.
-			// The gap is widened a little, as a slower backend's would be:
-			// on an idle fast host the race was lost in 2 of 7 runs.
-			if s.b.knob == "toctou_write" {
-				time.Sleep(20 * time.Microsecond)
-			}
-			full := filepath.Join(s.workDir(), p)
-			if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-				return err
-			}
-			if err := os.WriteFile(full, data, 0o644); err != nil {
+			// apart; the write follows a symlink swapped in meanwhile.
+			if err := writeByPath(s.workDir(), p, data); err != nil {
 				return err
 			}
 		}
 		return nil
 	}
 	return s.Sandbox.WriteFiles(ctx, files)
+}
+
+// writeByPath writes p below dir by path, following symlinks, as a broken
+// backend would, and gives what it makes to dir's owner, as the real ones
+// do: a directory left owned by root is one the sandbox's program cannot
+// rename or write into (the symlink race's swapper stalled on one in CI,
+// so its toctou variant went uncaught).
+func writeByPath(dir, p string, data []byte) error {
+	st, err := os.Stat(dir)
+	if err != nil {
+		return err
+	}
+	uid, gid := int(st.Sys().(*syscall.Stat_t).Uid), int(st.Sys().(*syscall.Stat_t).Gid)
+	cur := dir
+	comps := strings.Split(p, "/")
+	for _, c := range comps[:len(comps)-1] {
+		cur = filepath.Join(cur, c)
+		if err := os.Mkdir(cur, 0o755); err == nil {
+			if err := os.Lchown(cur, uid, gid); err != nil {
+				return err
+			}
+		} else if !errors.Is(err, fs.ErrExist) {
+			return err
+		}
+	}
+	full := filepath.Join(dir, p)
+	if err := os.WriteFile(full, data, 0o644); err != nil {
+		return err
+	}
+	return os.Lchown(full, uid, gid)
 }
 
 // throughSymlink reports whether p, below dir, passes through or names a
