@@ -14,6 +14,11 @@
 //	mkimage/          the offline image builder (docker load archive)
 //	nfpm.yaml,        the Debian package (built by nfpm, a build tool run
 //	debian/           from the module proxy) and its maintainer scripts
+//	kubernetes/       kustomize: base/ (execbox serve as a Deployment whose
+//	                  sandboxes are Pods: the kubernetes backend) and
+//	                  node-local/ (a DaemonSet with the native backend);
+//	                  TestKubernetesManifests applies the base to a real
+//	                  cluster (scripts/k8s.sh)
 //
 // scripts/release.sh builds the bundles, the image and the .deb;
 // scripts/test-release.sh installs, upgrades, rolls back and removes them.

@@ -21,9 +21,11 @@ export HOME="${HOME:-$(getent passwd "$(id -u)" | cut -d: -f6)}"
 # the backends, the conformance self-test, the interpreters, root, the v2
 # cgroup mount, the black-box server on an isolating backend, Docker's
 # runtime runsc (scripts/dockerd.sh registers it), and Debian's old runsc
-# (installed below) for the "available, not ready" health case, and
-# chromium for the web playground's browser test.
-export EXECBOX_REQUIRE="${EXECBOX_REQUIRE:-native,landlock,cgroups,cgroup2,bwrap,gvisor,runsc-debian,docker,docker-runsc,microvm,sandboxtest,server,serve,function,python3,node,root,chromium}"
+# (installed below) for the "available, not ready" health case,
+# chromium for the web playground's browser test, and the kubernetes
+# backend on a single-node cluster (scripts/k8s.sh), with runc and with
+# the gVisor RuntimeClass.
+export EXECBOX_REQUIRE="${EXECBOX_REQUIRE:-native,landlock,cgroups,cgroup2,bwrap,gvisor,runsc-debian,docker,docker-runsc,microvm,kubernetes,kubernetes-gvisor,sandboxtest,server,serve,function,python3,node,root,chromium}"
 # The browser test's screenshots of each page (kept after the run).
 export EXECBOX_SCREENSHOTS="${EXECBOX_SCREENSHOTS:-${TMPDIR:-/tmp}/execbox-screenshots}"
 
@@ -84,13 +86,39 @@ trap './scripts/dockerd.sh stop' EXIT
 eval "$(./scripts/dockerd.sh env)"
 go run ./cmd/execbox image build python --offline
 
+case ",$EXECBOX_REQUIRE," in
+*,kubernetes,* | *,kubernetes-gvisor,*)
+	echo "== a single-node Kubernetes cluster (scripts/k8s.sh: built once into a cache, ~13 min cold) and its images"
+	k8s_start=$SECONDS
+	trap './scripts/k8s.sh down; ./scripts/dockerd.sh stop' EXIT
+	./scripts/k8s.sh up
+	# The kubernetes backend's agent image (execbox-guest alone) and the
+	# server's for deploy/kubernetes (execbox alone: its sandboxes are Pods).
+	k8simg=$(mktemp -d)
+	mkdir -p "$k8simg/agent" "$k8simg/server/run/execbox"
+	chmod 711 "$k8simg/server/run/execbox"
+	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$k8simg/agent/execbox-guest" ./cmd/execbox-guest
+	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$k8simg/server/execbox" ./cmd/execbox
+	tar -C "$k8simg/agent" -c execbox-guest | docker import -c 'ENTRYPOINT ["/execbox-guest"]' - execbox-agent:latest >/dev/null
+	# /run/execbox is the server's (uid 65532 in deploy/kubernetes): its work root.
+	tar -C "$k8simg/server" --owner=65532 --group=65532 -c execbox run | docker import -c 'ENTRYPOINT ["/execbox"]' - execbox:latest >/dev/null
+	rm -rf "$k8simg"
+	./scripts/k8s.sh load execbox-python:latest execbox-agent:latest execbox:latest
+	eval "$(./scripts/k8s.sh env)"
+	echo "(cluster up with its images in $((SECONDS - k8s_start)) s)"
+	;;
+esac
+
 echo "== go test -race (EXECBOX_REQUIRE=$EXECBOX_REQUIRE)"
 # Package results as they end, failed tests in full, then every skipped
 # test with its reason (scripts/testreport.go).
-go test -race -count=1 -timeout 30m -json $(go list ./... | grep -v '/backend/microvm$') | go run scripts/testreport.go
+go test -race -count=1 -timeout 30m -json $(go list ./... | grep -v -e '/backend/microvm$' -e '/backend/kubernetes$') | go run scripts/testreport.go
 
 echo "== the microvm backend (alone: under software emulation its VMs keep both cores busy)"
 go test -race -count=1 -timeout 30m -json ./backend/microvm/ | go run scripts/testreport.go
+
+echo "== the kubernetes backend (alone: its Pods share the node's two cores)"
+go test -race -count=1 -timeout 30m -json ./backend/kubernetes/ | go run scripts/testreport.go
 echo "(the playground's screenshots: $EXECBOX_SCREENSHOTS)"
 
 echo "== the Python client (clients/python): installed with pip, pytest against a real execbox serve"

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/execbox/execbox/agent"
+	"github.com/execbox/execbox/backend/kubernetes"
 	"github.com/execbox/execbox/function"
 	"github.com/execbox/execbox/sandbox"
 	"github.com/execbox/execbox/tool"
@@ -51,6 +52,19 @@ func reachableRoot(b *testing.B) string {
 	return root
 }
 
+// settings are backend name's for a benchmark: its work root under root;
+// for kubernetes, the cluster $KUBECONFIG names (scripts/k8s.sh) with the
+// images test.sh loaded, else it is not configured (and skipped).
+func settings(name, root string) sandbox.Settings {
+	s := sandbox.Settings{WorkRoot: filepath.Join(root, name)}
+	if name == kubernetes.Name && os.Getenv("KUBECONFIG") != "" {
+		c := kubernetes.DefaultConfig()
+		c.Kubeconfig, c.PullPolicy = os.Getenv("KUBECONFIG"), "Never"
+		s.Config = c
+	}
+	return s
+}
+
 // eachBackend runs f as a sub-benchmark on every registered backend but
 // local that is available and ready here (the others are skipped with
 // their reason), each with its work root under root.
@@ -61,7 +75,7 @@ func eachBackend(b *testing.B, root string, f func(b *testing.B, name string, be
 		}
 		b.Run(name, func(b *testing.B) {
 			r, _ := sandbox.Lookup(name)
-			be, err := r.New(sandbox.Settings{WorkRoot: filepath.Join(root, name)})
+			be, err := r.New(settings(name, root))
 			if err != nil {
 				b.Skip(err)
 			}
@@ -90,7 +104,7 @@ func BenchmarkSession(b *testing.B) {
 			continue
 		}
 		r, _ := sandbox.Lookup(name)
-		be, err := r.New(sandbox.Settings{WorkRoot: filepath.Join(root, name)})
+		be, err := r.New(settings(name, root))
 		if err != nil {
 			b.Logf("%s: %v", name, err)
 			continue

@@ -15,6 +15,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/execbox/execbox/internal/hostview"
+	"github.com/execbox/execbox/internal/owner"
 	"github.com/execbox/execbox/sandbox"
 )
 
@@ -32,7 +33,7 @@ type Backend struct {
 	cli      *client.Client
 	host     string // the engine's address, for messages
 	instance string
-	me       owner
+	me       owner.Owner
 	defaults sandbox.Limits
 	iso      sandbox.Isolation
 
@@ -71,7 +72,7 @@ func NewWithConfig(cfg Config, s sandbox.Settings) (*Backend, error) {
 		inst = "pid-" + strconv.Itoa(os.Getpid())
 	}
 	b := &Backend{
-		cfg: cfg, cli: cli, host: host, instance: inst, me: self(), defaults: d,
+		cfg: cfg, cli: cli, host: host, instance: inst, me: owner.Self(), defaults: d,
 		iso: isolation(cfg.Runtime), live: map[string]*ctr{}, pool: map[string]*ctr{},
 		uid: token(),
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/execbox/execbox/internal/image"
+	"github.com/execbox/execbox/internal/owner"
 	"github.com/execbox/execbox/internal/testutil"
 	"github.com/execbox/execbox/sandbox"
 )
@@ -190,8 +191,8 @@ func TestReconcileDeadOwner(t *testing.T) {
 	b := newBackend(t, Config{})
 	ctx := context.Background()
 	dead := b.me
-	dead.start = "1" // this PID, but started at another time: another process
-	mk := func(o owner) string {
+	dead.Start = "1" // this PID, but started at another time: another process
+	mk := func(o owner.Owner) string {
 		labels := map[string]string{LabelOwner: o.String(), LabelInstance: "test-dead-owner",
 			LabelExpires: time.Now().Add(time.Hour).UTC().Format(time.RFC3339), LabelRun: sandbox.NewID()}
 		r, err := b.cli.ContainerCreate(ctx, client.ContainerCreateOptions{
@@ -222,7 +223,7 @@ func TestReconcileDeadOwner(t *testing.T) {
 func TestReconcileExpiry(t *testing.T) {
 	b := newBackend(t, Config{})
 	ctx := context.Background()
-	other := owner{host: "elsewhere", boot: "b", pidns: "p", pid: 1, start: "1"}
+	other := owner.Owner{Host: "elsewhere", Boot: "b", PIDNS: "p", PID: 1, Start: "1"}
 	mk := func(expires time.Time) string {
 		labels := map[string]string{LabelOwner: other.String(), LabelInstance: "test-expiry",
 			LabelExpires: expires.UTC().Format(time.RFC3339), LabelRun: sandbox.NewID()}

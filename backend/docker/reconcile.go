@@ -8,6 +8,8 @@ import (
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/client"
+
+	"github.com/execbox/execbox/internal/owner"
 )
 
 // Reconcile removes the containers and volumes that an earlier execbox left
@@ -66,14 +68,14 @@ func (b *Backend) Reconcile(ctx context.Context) ([]string, error) {
 
 // unwanted reports whether an object with these labels may be removed.
 func (b *Backend) unwanted(labels map[string]string) bool {
-	o, ok := parseOwner(labels[LabelOwner])
+	o, ok := owner.Parse(labels[LabelOwner])
 	if !ok {
 		return false // not ours to judge
 	}
 	if o == b.me {
 		return false
 	}
-	if o.dead(b.me) {
+	if o.Dead(b.me) {
 		return true
 	}
 	exp, err := time.Parse(time.RFC3339, labels[LabelExpires])

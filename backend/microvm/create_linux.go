@@ -2,12 +2,11 @@ package microvm
 
 import (
 	"context"
-	"io"
 	"maps"
 	"os"
 	"time"
 
-	"github.com/execbox/execbox/backend/microvm/guest"
+	"github.com/execbox/execbox/internal/guest"
 	"github.com/execbox/execbox/internal/hostview"
 	"github.com/execbox/execbox/sandbox"
 )
@@ -20,11 +19,8 @@ var answerGrace = 20 * time.Second
 // vmSandbox is a sandbox in a VM of its own; every call goes to the
 // agent in it.
 type vmSandbox struct {
-	id          string
-	spec        sandbox.Spec
-	vm          *machine
-	enforcement map[string]string
-	life        sandbox.Lifecycle
+	*guest.Sandbox
+	vm *machine
 }
 
 // Create boots a VM (or takes a warm one) of the spec's shape and makes
@@ -61,7 +57,10 @@ func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbo
 		m.kill()
 		return nil, err
 	}
-	s := &vmSandbox{id: sandbox.NewID(), spec: spec, vm: m, enforcement: maps.Clone(h.Limits)}
+	s := &vmSandbox{vm: m, Sandbox: guest.NewSandbox(sandbox.NewID(), &guest.Sandbox{
+		Client: m.client, Spec: spec, Backend: Name, Machine: "VM", Isolation: sandbox.IsolationVM,
+		Enforcement: maps.Clone(h.Limits), Grace: answerGrace, Kill: m.kill, Meter: m.memory,
+	})}
 	return s, nil
 }
 
@@ -82,170 +81,8 @@ func shapeOf(l sandbox.Limits, view string) shape {
 	return shape{memMiB: mem, cpus: max(cpus, 1), view: view}
 }
 
-func (s *vmSandbox) ID() string { return s.id }
-
-func (s *vmSandbox) WriteFiles(ctx context.Context, files map[string][]byte) error {
-	if err := s.life.Begin(s.id, nil); err != nil {
-		return err
-	}
-	defer s.life.Done()
-	return s.vm.client.WriteFiles(ctx, files)
-}
-
-func (s *vmSandbox) Artifacts(ctx context.Context) (sandbox.Artifacts, error) {
-	if err := s.life.Begin(s.id, nil); err != nil {
-		return sandbox.Artifacts{}, err
-	}
-	defer s.life.Done()
-	return s.vm.client.Artifacts(ctx, s.spec.Limits.ArtifactFiles, s.spec.Limits.ArtifactBytes)
-}
-
-// Exec runs p in the guest. A cancel asks the guest to end the process
-// and report; a guest that does not answer in time is killed with its VM.
-func (s *vmSandbox) Exec(ctx context.Context, p *sandbox.Process) (*sandbox.Result, error) {
-	if err := p.Validate(); err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	end, err := s.life.BeginExec(s.id, cancel)
-	if err != nil {
-		return nil, err
-	}
-	defer end()
-	if ctx.Err() != nil {
-		// Canceled before it started: nothing runs.
-		return s.result(&sandbox.Result{Reason: sandbox.ReasonCanceled, ExitCode: -1, Message: "canceled before the process started"}), nil
-	}
-	l := p.LimitsFor(s.spec.Limits)
-	call, stop := context.WithCancel(context.Background())
-	defer stop()
-	type outcome struct {
-		res *sandbox.Result
-		err error
-	}
-	done := make(chan outcome, 1)
-	start := time.Now()
-	go func() {
-		res, err := s.vm.client.Exec(call, p, int(4*l.Output)+1<<20)
-		done <- outcome{res, err}
-	}()
-	backstop := time.NewTimer(l.Wall + answerGrace)
-	defer backstop.Stop()
-	canceled := ctx.Done()
-	for {
-		select {
-		case o := <-done:
-			if o.err != nil {
-				return nil, o.err
-			}
-			return s.result(o.res), nil
-		case <-canceled:
-			canceled = nil
-			go func() {
-				cctx, ccancel := context.WithTimeout(call, answerGrace)
-				defer ccancel()
-				s.vm.client.Cancel(cctx)
-			}()
-			backstop.Reset(answerGrace)
-		case <-backstop.C:
-			// The guest stopped answering: the VM goes, and the sandbox
-			// with it.
-			s.vm.kill()
-			stop()
-			<-done
-			reason := sandbox.ReasonTimeout
-			if canceled == nil {
-				reason = sandbox.ReasonCanceled
-			}
-			return s.result(&sandbox.Result{Reason: reason, ExitCode: -1, Signal: "SIGKILL", Usage: sandbox.Usage{Wall: time.Since(start)},
-				Message: "the guest did not answer in time; its VM was killed"}), nil
-		}
-	}
-}
-
-// result marks res as this sandbox's: the guest's inner backend ran it.
-func (s *vmSandbox) result(res *sandbox.Result) *sandbox.Result {
-	res.ID, res.Backend, res.Isolation = s.id, Name, sandbox.IsolationVM
-	res.Enforcement = maps.Clone(s.enforcement)
-	return res
-}
-
-// Close kills the VM: nothing of the sandbox outlives it.
-func (s *vmSandbox) Close(ctx context.Context) error {
-	if !s.life.Close() {
-		return nil
-	}
-	if err := s.vm.kill(); err != nil {
-		return sandbox.Errorf(sandbox.ErrInternal, "close_failed", "closing sandbox %s: %v", s.id, err)
-	}
-	return nil
-}
-
-// Memory is what the VM holds on the host (QEMU's cgroup): what a
-// sandbox costs.
-func (s *vmSandbox) Memory() (int64, error) {
-	if s.vm.cg == nil {
-		return 0, sandbox.Errorf(sandbox.ErrUnavailable, "no_cgroup", "sandbox %s has no cgroup to measure", s.id)
-	}
-	return s.vm.cg.Memory()
-}
-
-// The file calls of a session.
-
-func (s *vmSandbox) PutFile(ctx context.Context, path string, r io.Reader, max int64) (int64, error) {
-	ctx, end, err := s.life.BeginOp(ctx, s.id)
-	if err != nil {
-		return 0, err
-	}
-	defer end()
-	return s.vm.client.PutFile(ctx, path, r, max)
-}
-
-func (s *vmSandbox) GetFile(ctx context.Context, path string, w io.Writer, max int64) (int64, error) {
-	ctx, end, err := s.life.BeginOp(ctx, s.id)
-	if err != nil {
-		return 0, err
-	}
-	defer end()
-	return s.vm.client.GetFile(ctx, path, w, max)
-}
-
-func (s *vmSandbox) Stat(ctx context.Context, path string) (sandbox.FileInfo, error) {
-	if err := s.life.Begin(s.id, nil); err != nil {
-		return sandbox.FileInfo{}, err
-	}
-	defer s.life.Done()
-	return s.vm.client.Stat(ctx, path)
-}
-
-func (s *vmSandbox) List(ctx context.Context, dir string, max int) ([]sandbox.FileInfo, bool, error) {
-	if err := s.life.Begin(s.id, nil); err != nil {
-		return nil, false, err
-	}
-	defer s.life.Done()
-	return s.vm.client.List(ctx, dir, max)
-}
-
-func (s *vmSandbox) Remove(ctx context.Context, path string) error {
-	if err := s.life.Begin(s.id, nil); err != nil {
-		return err
-	}
-	defer s.life.Done()
-	return s.vm.client.Remove(ctx, path)
-}
-
-func (s *vmSandbox) Mkdir(ctx context.Context, path string) error {
-	if err := s.life.Begin(s.id, nil); err != nil {
-		return err
-	}
-	defer s.life.Done()
-	return s.vm.client.Mkdir(ctx, path)
-}
-
 // Interface guards.
 var (
 	_ sandbox.Backend = (*Backend)(nil)
 	_ sandbox.Files   = (*vmSandbox)(nil)
-	_ sandbox.Meter   = (*vmSandbox)(nil)
 )

@@ -16,8 +16,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/execbox/execbox/backend/microvm/guest"
 	"github.com/execbox/execbox/internal/cgroups"
+	"github.com/execbox/execbox/internal/guest"
 	"github.com/execbox/execbox/internal/hostview"
 	"github.com/execbox/execbox/internal/workdir"
 	"github.com/execbox/execbox/sandbox"
@@ -195,6 +195,15 @@ func (m *machine) kill() error {
 		m.killErr = errors.Join(errs...)
 	})
 	return m.killErr
+}
+
+// memory is what the VM holds on the host (QEMU's cgroup): what a
+// sandbox costs.
+func (m *machine) memory() (int64, error) {
+	if m.cg == nil {
+		return 0, sandbox.Errorf(sandbox.ErrUnavailable, "no_cgroup", "the VM has no cgroup to measure")
+	}
+	return m.cg.Memory()
 }
 
 // qemuArgs are QEMU's arguments for a VM of shape sh in dir.

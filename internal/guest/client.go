@@ -17,7 +17,7 @@ import (
 	"github.com/execbox/execbox/sandbox"
 )
 
-// Client is the host's end of the channel into one VM. It trusts nothing
+// Client is the host's end of the channel to one agent. It trusts nothing
 // the guest sends: every answer is read within a bound.
 type Client struct {
 	conn net.Conn
@@ -45,15 +45,18 @@ func Dial(conn net.Conn) (*Client, error) {
 	return &Client{conn: conn, cc: cc}, nil
 }
 
-// Close hangs up; the agent powers the VM off.
+// Close hangs up; the agent ends its sandbox (and powers a VM off).
 func (c *Client) Close() error {
 	c.cc.Close()
 	return c.conn.Close()
 }
 
+// codeBroken is the code of a channel that failed under a call.
+const codeBroken = "agent_lost"
+
 // broken is the error of a channel that failed under a call.
 func broken(err error) error {
-	return sandbox.Errorf(sandbox.ErrInternal, "vm_failed", "the VM did not answer: %w", err)
+	return sandbox.Errorf(sandbox.ErrInternal, codeBroken, "the agent did not answer: %w", err)
 }
 
 func (c *Client) request(ctx context.Context, method, path string, q url.Values, body io.Reader) (*http.Response, error) {
@@ -106,7 +109,7 @@ func jsonBody(v any) io.Reader {
 	return bytes.NewReader(b)
 }
 
-// Setup makes the VM's sandbox.
+// Setup makes the agent's sandbox.
 func (c *Client) Setup(ctx context.Context, s Setup) error {
 	return c.call(ctx, "POST", "/setup", nil, jsonBody(s), maxReply, nil)
 }

@@ -42,25 +42,52 @@ func Main(newBackend func(sandbox.Settings) (sandbox.Backend, error)) {
 		fmt.Fprintln(os.Stderr, "execbox-guest: boot:", err)
 		powerOff()
 	}
-	b, err := newBackend(sandbox.Settings{WorkRoot: workRoot})
+	if err := serve(portConn{port}, newBackend, workRoot); err != nil {
+		fmt.Fprintln(os.Stderr, "execbox-guest:", err)
+	}
+	powerOff()
+}
+
+// ServeStdio is the agent of a container (the kubernetes backend's Pod):
+// the host speaks to it through its stdin and stdout (an attach), and the
+// sandbox's work root is workRoot. It returns when the host hangs up, the
+// sandbox closed.
+func ServeStdio(newBackend func(sandbox.Settings) (sandbox.Backend, error), workRoot string) error {
+	// Byte by byte: nothing after the line may be taken from HTTP/2.
+	var line []byte
+	b := make([]byte, 1)
+	for len(line) < len(HostHello) && (len(line) == 0 || line[len(line)-1] != '\n') {
+		if _, err := os.Stdin.Read(b); err != nil {
+			return fmt.Errorf("waiting for the host: %w", err)
+		}
+		line = append(line, b[0])
+	}
+	if string(line) != HostHello {
+		return fmt.Errorf("the host said %q, not hello", line)
+	}
+	return serve(stdioConn{}, newBackend, workRoot)
+}
+
+// serve says hello on conn and serves one sandbox made with newBackend
+// until the host hangs up; then it closes the sandbox.
+func serve(conn net.Conn, newBackend func(sandbox.Settings) (sandbox.Backend, error), root string) error {
+	b, err := newBackend(sandbox.Settings{WorkRoot: root})
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "execbox-guest: backend:", err)
-		powerOff()
+		return fmt.Errorf("backend: %w", err)
 	}
 	a := &agent{b: b}
-	if _, err := port.Write([]byte(Hello)); err != nil {
-		fmt.Fprintln(os.Stderr, "execbox-guest: hello:", err)
-		powerOff()
+	if _, err := conn.Write([]byte(Hello)); err != nil {
+		return fmt.Errorf("hello: %w", err)
 	}
 	srv := &http2.Server{MaxConcurrentStreams: 64}
-	srv.ServeConn(portConn{port}, &http2.ServeConnOpts{Handler: a.mux()})
+	srv.ServeConn(conn, &http2.ServeConnOpts{Handler: a.mux()})
 	// The host hung up: nothing else will ever come.
 	if sb := a.sandbox(); sb != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		sb.Close(ctx)
 		cancel()
 	}
-	powerOff()
+	return nil
 }
 
 func powerOff() {
@@ -185,6 +212,20 @@ type portConn struct{ *os.File }
 func (portConn) LocalAddr() net.Addr  { return &net.UnixAddr{Name: PortName, Net: "unix"} }
 func (portConn) RemoteAddr() net.Addr { return &net.UnixAddr{Name: "host", Net: "unix"} }
 
+// stdioConn is the agent's stdin and stdout as one net.Conn.
+type stdioConn struct{}
+
+func (stdioConn) Read(p []byte) (int, error)  { return os.Stdin.Read(p) }
+func (stdioConn) Write(p []byte) (int, error) { return os.Stdout.Write(p) }
+func (stdioConn) Close() error                { return errors.Join(os.Stdin.Close(), os.Stdout.Close()) }
+func (stdioConn) LocalAddr() net.Addr         { return &net.UnixAddr{Name: "stdio", Net: "unix"} }
+func (stdioConn) RemoteAddr() net.Addr        { return &net.UnixAddr{Name: "host", Net: "unix"} }
+func (stdioConn) SetDeadline(t time.Time) error {
+	return errors.Join(os.Stdin.SetReadDeadline(t), os.Stdout.SetWriteDeadline(t))
+}
+func (stdioConn) SetReadDeadline(t time.Time) error  { return os.Stdin.SetReadDeadline(t) }
+func (stdioConn) SetWriteDeadline(t time.Time) error { return os.Stdout.SetWriteDeadline(t) }
+
 // agent serves the one sandbox of this VM.
 type agent struct {
 	b sandbox.Backend
@@ -305,7 +346,7 @@ func (a *agent) need() (sandbox.Sandbox, error) {
 	if sb := a.sandbox(); sb != nil {
 		return sb, nil
 	}
-	return nil, sandbox.Errorf(sandbox.ErrInternal, "guest_not_set_up", "the VM has no sandbox yet")
+	return nil, sandbox.Errorf(sandbox.ErrInternal, "guest_not_set_up", "the agent has no sandbox yet")
 }
 
 func (a *agent) files() (sandbox.Files, error) {
@@ -329,7 +370,7 @@ func (a *agent) setup(w http.ResponseWriter, r *http.Request) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.sb != nil {
-		reply(w, nil, sandbox.Errorf(sandbox.ErrInternal, "guest_protocol", "the VM already has its sandbox"))
+		reply(w, nil, sandbox.Errorf(sandbox.ErrInternal, "guest_protocol", "the agent already has its sandbox"))
 		return
 	}
 	// The inner backend lets the host's allowlisted variables through

@@ -1,0 +1,33 @@
+package kubernetes
+
+import (
+	"testing"
+
+	"github.com/execbox/execbox/sandbox/sandboxtest"
+)
+
+// closeSkip: the suite watches a closed sandbox's tree through its work
+// dir on the host or Artifacts; a Pod's is in the node's memory and gone
+// with the Pod. TestCloseDuringExecEndsThePod shows Close ends the Exec
+// and the Pod.
+var closeSkip = sandboxtest.Skip("a Pod's work dir is on its node and goes with it; TestCloseDuringExecEndsThePod shows Close ends the Exec and deletes the Pod",
+	"close/during_exec")
+
+// TestConformance: the suite on Pods of the cluster's default runtime
+// (runc).
+func TestConformance(t *testing.T) {
+	b := newBackend(t, "kubernetes", nil)
+	sandboxtest.Run(t, b, closeSkip, sandboxtest.WithLeakRuns(10))
+}
+
+// TestConformanceGVisor: the suite on Pods of RuntimeClass gvisor.
+func TestConformanceGVisor(t *testing.T) {
+	b := newBackend(t, "kubernetes-gvisor", func(c *Config) { c.RuntimeClass, c.Isolation = "gvisor", "kernel" })
+	sandboxtest.Run(t, b, closeSkip, sandboxtest.WithLeakRuns(10),
+		// The quota holds (the spinners measure about a quarter of a
+		// core each second), but Usage.CPU is what gVisor's own kernel
+		// counted for the program, about twice the spinners' own
+		// measure; the host cgroup's count is not reachable from the Pod.
+		sandboxtest.Skip("Usage.CPU under gVisor is its sentry's count (about twice the program's own measure here), not the host cgroup's the check compares",
+			"limits/cpu_quota"))
+}
