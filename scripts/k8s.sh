@@ -188,10 +188,12 @@ up() {
 	build
 	local runsc p=$K/pki ip
 	runsc=$(./scripts/runsc.sh)
-	if ! command -v etcd >/dev/null || [ ! -x /usr/lib/cni/bridge ] || ! command -v containerd >/dev/null || ! command -v ipset >/dev/null; then
+	local c missing=
+	for c in etcd containerd runc ipset iptables openssl curl; do command -v $c >/dev/null || missing=1; done
+	if [ -n "$missing" ] || [ ! -x /usr/lib/cni/bridge ]; then
 		apt-get update -qq
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-			etcd-server containerd runc containernetworking-plugins openssl iptables ipset >/dev/null
+			etcd-server containerd runc containernetworking-plugins openssl iptables ipset curl >/dev/null
 	fi
 	mkdir -p "$K"/{run,logs,containerd,cni/net.d,kubelet,podlogs}
 	chmod 700 "$K"
