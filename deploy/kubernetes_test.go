@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,7 +25,9 @@ import (
 // as an operator would, through an overlay that only keeps images from
 // being pulled: the server becomes ready, runs a function through its
 // Service in a sandbox Pod, scales to two replicas, and a session keeps
-// its files across requests. Everything it made is deleted at the end.
+// its files across requests sent to either replica or the Service (the
+// replicas find each other's Pods through the API). Everything it made is
+// deleted at the end.
 func TestKubernetesManifests(t *testing.T) {
 	if os.Getenv("KUBECONFIG") == "" {
 		testutil.SkipOrFail(t, "kubernetes", "no cluster: KUBECONFIG is not set (scripts/k8s.sh up)")
@@ -130,12 +134,31 @@ patches:
 	if n := k("-n", "execbox", "get", "deployment", "execbox", "-o", "jsonpath={.status.readyReplicas}"); n != "2" {
 		t.Fatalf("ready replicas: %s, want 2", n)
 	}
+	// Each replica, straight at its Pod's address, and the Service (no
+	// client affinity): the session's id names the Pod that holds it, and
+	// the other replica passes its requests there.
+	names := strings.Fields(k("-n", "execbox", "get", "pods", "-l", "app.kubernetes.io/name=execbox", "-o", "jsonpath={.items[*].metadata.name}"))
+	ips := strings.Fields(k("-n", "execbox", "get", "pods", "-l", "app.kubernetes.io/name=execbox", "-o", "jsonpath={.items[*].status.podIP}"))
+	if len(names) != 2 || len(ips) != 2 {
+		t.Fatalf("server Pods %q at %q, want 2", names, ips)
+	}
+	clients := []*client.Client{c}
+	for _, ip := range ips {
+		pc, err := client.New("http://"+ip+":8080", client.WithToken(secret))
+		if err != nil {
+			t.Fatal(err)
+		}
+		clients = append(clients, pc)
+	}
 	s, err := c.CreateSession(ctx, &v1.SessionRequest{})
 	if err != nil {
 		t.Fatalf("creating a session: %v", err)
 	}
+	if owner, _, _ := strings.Cut(s.ID, "."); owner != names[0] && owner != names[1] {
+		t.Fatalf("session id %q names neither server Pod %q", s.ID, names)
+	}
 	for i := range 6 {
-		res, err := c.Exec(ctx, s.ID, &v1.SessionExec{Command: []string{"sh", "-c", "echo x >> kept; wc -l < kept"}})
+		res, err := clients[i%3].Exec(ctx, s.ID, &v1.SessionExec{Command: []string{"sh", "-c", "echo x >> kept; wc -l < kept"}})
 		if err != nil {
 			t.Fatalf("exec %d in session %s: %v", i+1, s.ID, err)
 		}
@@ -146,6 +169,18 @@ patches:
 	}
 	if err := c.CloseSession(ctx, s.ID); err != nil {
 		t.Errorf("closing the session: %v", err)
+	}
+
+	// An id naming a Pod that is not a replica (no server labels) is
+	// passed nowhere: 404, not a request to that Pod (which would be 503).
+	k("-n", "execbox", "run", "decoy", "--image=execbox-python:latest", "--image-pull-policy=Never", "--restart=Never", "--command", "--", "sleep", "600")
+	k("-n", "execbox", "wait", "pod/decoy", "--for=condition=Ready", "--timeout=120s")
+	for _, id := range []string{"decoy.0123456789abcdef", "execbox-gone.0123456789abcdef"} {
+		_, err := clients[1].Session(ctx, id)
+		var p *v1.Problem
+		if !errors.As(err, &p) || p.Status != http.StatusNotFound || p.Code != "session_not_found" {
+			t.Fatalf("session %s: %v, want 404 session_not_found", id, err)
+		}
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"io"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -34,6 +35,10 @@ type SessionOptions struct {
 	// ReapInterval is how often expired and idle sessions are looked for
 	// (default 5 s).
 	ReapInterval time.Duration
+	// Replica is this execbox's name among the replicas of one deployment:
+	// session ids begin with it and a dot (package internal/replica), so
+	// any replica can tell which one holds a session. "" = alone.
+	Replica string
 }
 
 // ObserveSessions adds f to the observers of session events:
@@ -199,6 +204,8 @@ func (o SessionOptions) validate() error {
 		return errorf(sandbox.ErrInvalid, "config_invalid", "sessions: ttl %s is over max_ttl %s", o.TTL, o.MaxTTL)
 	case o.Idle > o.MaxIdle:
 		return errorf(sandbox.ErrInvalid, "config_invalid", "sessions: idle_timeout %s is over max_idle_timeout %s", o.Idle, o.MaxIdle)
+	case strings.Contains(o.Replica, "."):
+		return errorf(sandbox.ErrInvalid, "config_invalid", "sessions: replica %q: a dot ends the replica's part of a session id", o.Replica)
 	}
 	return nil
 }
@@ -272,7 +279,7 @@ func (e *Engine) OpenSession(ctx context.Context, owner Owner, req SessionReques
 	now := time.Now()
 	s.sb = sb
 	s.info = SessionInfo{
-		ID: sb.ID(), Owner: owner.Name, Backend: b.Name(), Isolation: caps.Isolation,
+		ID: sessionID(o.Replica, sb.ID()), Owner: owner.Name, Backend: b.Name(), Isolation: caps.Isolation,
 		Labels: maps.Clone(req.Labels), Limits: spec.Limits,
 		Created: now, Expires: now.Add(ttl), LastUsed: now, IdleTimeout: idle,
 	}
@@ -288,6 +295,15 @@ func (e *Engine) OpenSession(ctx context.Context, owner Owner, req SessionReques
 	e.opts.Logger.Info("session created", "session", s.info.ID, "owner", owner.Name, "backend", b.Name(), "ttl", ttl, "idle_timeout", idle)
 	e.sessions.notify(SessionCreated, s.Info())
 	return s, nil
+}
+
+// sessionID is the id of a session of sandbox id in replica ("" = alone);
+// internal/replica.Of reads the replica back.
+func sessionID(replica, id string) string {
+	if replica == "" {
+		return id
+	}
+	return replica + "." + id
 }
 
 func closeQuietly(sb sandbox.Sandbox) {

@@ -23,6 +23,7 @@ import (
 	"github.com/execbox/execbox/internal/auth"
 	"github.com/execbox/execbox/internal/config"
 	"github.com/execbox/execbox/internal/metrics"
+	"github.com/execbox/execbox/internal/replica"
 	"github.com/execbox/execbox/internal/server"
 	"github.com/execbox/execbox/internal/webhook"
 	"github.com/execbox/execbox/sandbox"
@@ -123,7 +124,13 @@ func runServe(ctx context.Context, g *globals, listen string) error {
 	if err != nil {
 		return err
 	}
+	peers, err := replicaFinder(cfg.Replicas, ln.Addr())
+	if err != nil {
+		return err
+	}
 	srv, err := server.New(server.Options{
+		Replica:                  cfg.Replicas.Name,
+		Peers:                    peers,
 		Guard:                    gd,
 		Tools:                    tools,
 		MCP:                      mcpHandler,
@@ -161,6 +168,25 @@ func runServe(ctx context.Context, g *globals, listen string) error {
 	log.Info("listening", "addr", ln.Addr().String(), "url", "http://"+ln.Addr().String(),
 		"tokens", authn.Names(), "audit", cfg.Audit.Path, "backend", cfg.Backend)
 	return srv.Serve(ctx, ln)
+}
+
+// replicaFinder is how this replica finds the others (nil: alone).
+func replicaFinder(c config.ReplicasSection, addr net.Addr) (replica.Finder, error) {
+	switch {
+	case len(c.Peers) > 0:
+		return replica.ParsePeers(c.Peers)
+	case c.Pods != "":
+		port := c.Port
+		if port == 0 {
+			port = addr.(*net.TCPAddr).Port
+		}
+		f, err := replica.NewPods(c.Pods, port)
+		if err != nil {
+			return nil, sandbox.Errorf(sandbox.ErrInvalid, "config_invalid", "%w", err)
+		}
+		return f, nil
+	}
+	return nil, nil
 }
 
 // startWebhook starts delivering bus's events to the configured webhook,

@@ -63,6 +63,7 @@ type Config struct {
 	Retries   RetriesSection   `yaml:"retries"`
 	Events    EventsSection    `yaml:"events"`
 	Server    ServerSection    `yaml:"server"`
+	Replicas  ReplicasSection  `yaml:"replicas"`
 	Auth      AuthSection      `yaml:"auth"`
 	Audit     AuditSection     `yaml:"audit"`
 	Log       LogSection       `yaml:"log"`
@@ -222,6 +223,23 @@ type ServerSection struct {
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
 }
 
+// ReplicasSection lets several execbox serve replicas of one deployment
+// share the session API (package internal/replica): a session lives in
+// the replica that made it, its id begins with that replica's name, and
+// any replica passes a request about it to that one.
+type ReplicasSection struct {
+	// Name is this replica's name (a DNS label; on Kubernetes its Pod's
+	// name). "" = alone.
+	Name string `yaml:"name"`
+	// Peers are the other replicas, "name=http://host:port" each.
+	Peers []string `yaml:"peers"`
+	// Pods finds a replica instead as the Pod of its name in this Pod's
+	// namespace that carries these labels (a label selector), through the
+	// API server, reached at its IP on Port (0: server.listen's port).
+	Pods string `yaml:"pods"`
+	Port int    `yaml:"port"`
+}
+
 // AuthSection configures the HTTP API's bearer tokens. EXECBOX_TOKEN adds
 // one admin token named "default".
 type AuthSection struct {
@@ -279,6 +297,7 @@ func Default() *Config {
 			WriteTimeout: 60 * time.Second, MaxHeaderBytes: 16 * sandbox.KiB, AllowedHosts: []string{}, AllowedOrigins: []string{},
 			ShutdownTimeout: 30 * time.Second, Playground: true,
 		},
+		Replicas: ReplicasSection{Peers: []string{}},
 		Auth:     AuthSection{Tokens: []string{}, FailureRate: 1, FailureBurst: 10},
 		Audit:    AuditSection{MaxAge: 720 * time.Hour, MaxRows: 1_000_000},
 		Log:      LogSection{Format: "text", Level: "info"},

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/execbox/execbox/internal/replica"
 	"github.com/execbox/execbox/internal/webhook"
 	"github.com/execbox/execbox/sandbox"
 	"github.com/execbox/execbox/tool"
@@ -42,6 +43,7 @@ func (c *Config) check() (key, msg string) {
 		bad bool
 		msg string
 	}
+	_, peersErr := replica.ParsePeers(c.Replicas.Peers)
 	positive := func(key string, bad bool) rule {
 		return rule{key, bad, "must be above 0 (0 would silently mean the built-in default)"}
 	}
@@ -129,6 +131,11 @@ func (c *Config) check() (key, msg string) {
 		{"server.allowed_origins", !allOrigins(c.Server.AllowedOrigins), "must hold origins: http:// or https://, a host and an optional port, nothing more"},
 		{"server.drain_delay", c.Server.DrainDelay < 0, "must not be negative"},
 		positive("server.shutdown_timeout", c.Server.ShutdownTimeout <= 0),
+		{"replicas.name", c.Replicas.Name != "" && !replica.ValidName(c.Replicas.Name), "must be a DNS label: lower-case letters, digits and dashes, at most 63"},
+		{"replicas.name", c.Replicas.Name == "" && (len(c.Replicas.Peers) > 0 || c.Replicas.Pods != ""), "must be set when replicas.peers or replicas.pods is: session ids carry it"},
+		{"replicas.pods", c.Replicas.Pods != "" && len(c.Replicas.Peers) > 0, "and replicas.peers are two ways to find replicas: set one"},
+		{"replicas.peers", peersErr != nil, fmt.Sprint(peersErr)},
+		{"replicas.port", c.Replicas.Port < 0 || c.Replicas.Port > 65535, "must be a port (0 = server.listen's)"},
 		{"auth.tokens", slices.Contains(c.Auth.Tokens, ""), "must not hold empty entries"},
 		{"auth.concurrency", c.Auth.Concurrency < 0, "must not be negative (0 = unlimited)"},
 		{"auth.rate", c.Auth.Rate < 0, "must not be negative (0 = unlimited)"},

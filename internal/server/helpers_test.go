@@ -82,6 +82,7 @@ type setup struct {
 	fnQueue       time.Duration
 	noAudit       bool
 	engineOff     bool
+	replica       string // the engine's SessionOptions.Replica
 }
 
 func newEnv(t testing.TB, s setup) *env {
@@ -99,6 +100,7 @@ func newEnv(t testing.TB, s setup) *env {
 		Max:             s.maxima,
 		ResultMemory:    s.resultMemory,
 		Functions:       function.Options{Concurrency: s.fnConc, QueueTimeout: s.fnQueue},
+		Sessions:        engine.SessionOptions{Replica: s.replica},
 		Settings: func(string) sandbox.Settings {
 			return sandbox.Settings{WorkRoot: work, StateDir: t.TempDir(), Instance: "server-test", Defaults: sandbox.Defaults}
 		},

@@ -115,6 +115,11 @@ func (s *Server) guard(rt route) http.Handler {
 				return
 			}
 			info.identity = id
+			if name, ok := s.owningPeer(rt, r); ok {
+				defer serving(r)()
+				s.forward(w, r, name)
+				return
+			}
 			var ok bool
 			if r, ok = s.withCall(w, r); !ok {
 				return

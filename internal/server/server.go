@@ -18,6 +18,7 @@ import (
 	"github.com/execbox/execbox/internal/auth"
 	"github.com/execbox/execbox/internal/guard"
 	"github.com/execbox/execbox/internal/metrics"
+	"github.com/execbox/execbox/internal/replica"
 	"github.com/execbox/execbox/sandbox"
 	"github.com/execbox/execbox/tool"
 )
@@ -94,6 +95,13 @@ type Options struct {
 	// ShutdownTimeout defaults to 30 s.
 	DrainDelay      time.Duration
 	ShutdownTimeout time.Duration
+	// Replica is this server's name among the replicas of a deployment
+	// (the engine's SessionOptions.Replica must be the same), and Peers
+	// finds the others: a request about a session whose id names another
+	// replica is passed to it once authenticated (package replica). nil
+	// Peers: every session is looked for here.
+	Replica string
+	Peers   replica.Finder
 }
 
 // Server is the HTTP API.
@@ -115,6 +123,8 @@ type Server struct {
 	closing      atomic.Bool    // the drain delay is over: new executions are refused
 	eventStreams atomic.Int64   // GET /v1/events answers open
 	handlers     sync.WaitGroup // requests being handled
+
+	peerTransport *http.Transport // requests passed to other replicas
 }
 
 // New checks o and returns a Server.
@@ -175,7 +185,18 @@ func New(o Options) (*Server, error) {
 		}
 		o.Auth = a
 	}
+	if o.Peers != nil && !replica.ValidName(o.Replica) {
+		return nil, fmt.Errorf("server: replica name %q: must be a DNS label when peers are configured", o.Replica)
+	}
 	s := &Server{opts: o, log: o.Logger, metrics: o.Metrics, auth: o.Auth, drain: make(chan struct{})}
+	if o.Peers != nil {
+		s.peerTransport = &http.Transport{
+			DialContext:         (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
+			TLSHandshakeTimeout: 5 * time.Second,
+			MaxIdleConnsPerHost: 16,
+			IdleConnTimeout:     30 * time.Second,
+		}
+	}
 	for _, h := range o.AllowedHosts {
 		s.hosts = append(s.hosts, hostOnly(h))
 	}
@@ -282,6 +303,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	hs.Shutdown(fctx)
 	hs.Close()
 	<-errc
+	if s.peerTransport != nil {
+		s.peerTransport.CloseIdleConnections()
+	}
 	s.log.Info("stopped")
 	return nil
 }
