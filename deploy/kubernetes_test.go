@@ -107,13 +107,16 @@ patches:
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	// The Service answers once kube-proxy programmed its endpoints.
-	for deadline := time.Now().Add(60 * time.Second); ; {
+	for deadline := time.Now().Add(120 * time.Second); ; {
 		err := c.Ready(ctx)
 		if err == nil {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the Service at %s is not ready: %v", ip, err)
+			// What kube-proxy made of the Service, and its endpoints.
+			rules, _ := exec.Command("sh", "-c", "iptables-save -t nat | grep -F "+ip).CombinedOutput()
+			eps, _ := exec.Command(kubectl, "-n", "execbox", "get", "endpointslices", "-o", "wide").CombinedOutput()
+			t.Fatalf("the Service at %s is not ready: %v\nkube-proxy's rules:\n%s\n%s", ip, err, rules, eps)
 		}
 		time.Sleep(500 * time.Millisecond)
 	}

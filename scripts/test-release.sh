@@ -198,6 +198,9 @@ for _ in $(seq 1 60); do
 done
 [ "$health" = healthy ] || fail "the container's healthcheck says $health"
 echo "   container $name: healthy ($(docker inspect -f '{{.Config.Image}}' "$name"))"
+# deploy/kubernetes runs the image as uid 65532: its work root's parent.
+[ "$(docker run --rm --network none --user 65532:65532 --entrypoint /bin/sh "execbox:$v1" -c 'mkdir /run/execbox-nonroot/work && stat -c %u:%a /run/execbox-nonroot')" = 65532:700 ] ||
+	fail "the image has no /run/execbox-nonroot of uid 65532 (deploy/kubernetes' work root)"
 cli=$root/opt/execbox/current/execbox
 for backend in native bwrap docker; do
 	r=$(memory_limit_run "$cli" run --remote "$url")

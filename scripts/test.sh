@@ -95,13 +95,17 @@ case ",$EXECBOX_REQUIRE," in
 	# The kubernetes backend's agent image (execbox-guest alone) and the
 	# server's for deploy/kubernetes (execbox alone: its sandboxes are Pods).
 	k8simg=$(mktemp -d)
-	mkdir -p "$k8simg/agent" "$k8simg/server/run/execbox"
-	chmod 711 "$k8simg/server/run/execbox"
+	mkdir -p "$k8simg/agent" "$k8simg/server/run/execbox-nonroot"
+	chmod 700 "$k8simg/server/run/execbox-nonroot"
 	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$k8simg/agent/execbox-guest" ./cmd/execbox-guest
 	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$k8simg/server/execbox" ./cmd/execbox
 	tar -C "$k8simg/agent" -c execbox-guest | docker import -c 'ENTRYPOINT ["/execbox-guest"]' - execbox-agent:latest >/dev/null
-	# /run/execbox is the server's (uid 65532 in deploy/kubernetes): its work root.
-	tar -C "$k8simg/server" --owner=65532 --group=65532 -c execbox run | docker import -c 'ENTRYPOINT ["/execbox"]' - execbox:latest >/dev/null
+	# As the release image (deploy/mkimage): /run/execbox-nonroot is uid
+	# 65532's, the server's in deploy/kubernetes, for its work root.
+	tar -C "$k8simg/server" --owner=0 --group=0 -cf "$k8simg/server.tar" execbox
+	tar -C "$k8simg/server" --owner=0 --group=0 --no-recursion -rf "$k8simg/server.tar" run
+	tar -C "$k8simg/server" --owner=65532 --group=65532 -rf "$k8simg/server.tar" run/execbox-nonroot
+	docker import -c 'ENTRYPOINT ["/execbox"]' "$k8simg/server.tar" execbox:latest >/dev/null
 	rm -rf "$k8simg"
 	./scripts/k8s.sh load execbox-python:latest execbox-agent:latest execbox:latest
 	eval "$(./scripts/k8s.sh env)"

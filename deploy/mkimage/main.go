@@ -170,11 +170,15 @@ func creationTime(s string) (time.Time, error) {
 
 // Image paths of the server flavor.
 const (
-	binDir      = "/usr/bin"
-	libDir      = "/usr/lib/execbox"
-	confPath    = "/etc/execbox/execbox.yaml"
-	stateDir    = "/var/lib/execbox"
-	runtimeDir  = "/run/execbox"
+	binDir     = "/usr/bin"
+	libDir     = "/usr/lib/execbox"
+	confPath   = "/etc/execbox/execbox.yaml"
+	stateDir   = "/var/lib/execbox"
+	runtimeDir = "/run/execbox"
+	// nonrootDir is for execbox run as uid 65532, as deploy/kubernetes
+	// runs the server: a work root of its own in the container's layer.
+	nonrootDir  = "/run/execbox-nonroot"
+	nonrootUID  = 65532
 	healthcheck = libDir + "/healthcheck"
 	entrypoint  = libDir + "/entrypoint"
 )
@@ -245,9 +249,10 @@ func appLayer(w io.Writer, o options, created time.Time) error {
 		}
 	}
 	tw := tar.NewWriter(w)
-	dir := func(p string, mode int64) error {
-		return tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: strings.TrimPrefix(p, "/") + "/", Mode: mode, ModTime: created})
+	ownedDir := func(p string, mode int64, uid int) error {
+		return tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: strings.TrimPrefix(p, "/") + "/", Mode: mode, Uid: uid, Gid: uid, ModTime: created})
 	}
+	dir := func(p string, mode int64) error { return ownedDir(p, mode, 0) }
 	file := func(p, src string, mode int64) error {
 		data, err := os.ReadFile(src)
 		if err != nil {
@@ -269,6 +274,7 @@ func appLayer(w io.Writer, o options, created time.Time) error {
 		func() error { return file(healthcheck, o.health, 0o755) },
 		func() error { return file(entrypoint, o.entrypoint, 0o755) },
 		func() error { return dir(runtimeDir, 0o711) },
+		func() error { return ownedDir(nonrootDir, 0o700, nonrootUID) },
 		func() error { return dir(stateDir, 0o750) },
 	}
 	for _, s := range steps {
