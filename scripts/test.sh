@@ -162,6 +162,8 @@ rm -rf "$guestbin"
 bench -bench Start -benchtime 100x ./backend/native/
 # A microVM's start: a cold boot against a warm VM from the pool; QEMU's RSS.
 bench -bench Start -benchtime 10x ./backend/microvm/
+# A sandbox Pod's start: one started for it against a warm one.
+bench -bench Start -benchtime 10x ./backend/kubernetes/
 bench -bench . -benchtime 20x ./backend/docker/
 # A run's engine cost with no event subscriber, one that never reads and
 # one that takes 10 ms an event: a slow subscriber must not slow runs.

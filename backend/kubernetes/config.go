@@ -47,6 +47,11 @@ type Config struct {
 	// MaxAge is every sandbox Pod's activeDeadlineSeconds: the kubelet
 	// ends a Pod this old whatever execbox does.
 	MaxAge time.Duration `yaml:"max_age"`
+	// Warm is how many started Pods (the agent attached and waiting) are
+	// kept per sandbox shape (image and limits), for the two shapes used
+	// last, so that Create does not wait for scheduling and container
+	// starts. Each serves one sandbox, then goes; 0 keeps none.
+	Warm int `yaml:"warm"`
 }
 
 // Defaults of a zero Config.
@@ -60,7 +65,7 @@ const (
 // DefaultConfig is the kubernetes section's built-in value.
 func DefaultConfig() *Config {
 	return &Config{Image: DefaultImage, AgentImage: DefaultAgentImage, PullPolicy: "IfNotPresent",
-		StartTimeout: DefaultStartTimeout, MaxAge: DefaultMaxAge}
+		StartTimeout: DefaultStartTimeout, MaxAge: DefaultMaxAge, Warm: 1}
 }
 
 // Validate names the key at fault.
@@ -86,6 +91,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("kubernetes.start_timeout: %v is not within 1s..1h", c.StartTimeout)
 	case c.MaxAge < time.Minute || c.MaxAge > sandbox.MaxDuration:
 		return fmt.Errorf("kubernetes.max_age: %v is not within 1m..%v", c.MaxAge, sandbox.MaxDuration)
+	case c.Warm < 0 || c.Warm > 16:
+		return fmt.Errorf("kubernetes.warm: %d is not within 0..16", c.Warm)
 	}
 	if c.Isolation != "" {
 		iso, err := sandbox.ParseIsolation(c.Isolation)

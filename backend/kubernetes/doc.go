@@ -45,4 +45,14 @@
 // Reconcile, at start and at every probe interval, deletes ended Pods of
 // the backend, Pods whose owner (an annotation: host, boot, PID namespace,
 // PID and start time) is certainly dead, and expired ones.
+//
+// # Warm Pods
+//
+// A Pod takes seconds to start (scheduling, the init container, two
+// container starts); its sandbox, milliseconds to set up. So after each
+// Create the backend starts kubernetes.warm Pods of that spec's shape
+// (image and limits; the two shapes used last) in the background, attached
+// and waiting for their agent's setup, and the next Create of that shape
+// takes one. Each serves one sandbox and is deleted with it; Close deletes
+// the waiting ones, and Reconcile those of a killed execbox.
 package kubernetes

@@ -57,6 +57,7 @@ func newBackend(t testing.TB, feature string, set func(*Config)) *Backend {
 	}
 	b := testutil.MustNew[*Backend](t, func(s sandbox.Settings) (sandbox.Backend, error) { return New(s) },
 		sandbox.Settings{Config: cfg, Instance: "kubernetes-test"})
+	t.Cleanup(func() { b.Close() })
 	if err := b.connect(); err != nil {
 		testutil.SkipOrFail(t, feature, "no cluster: %v", err)
 	}

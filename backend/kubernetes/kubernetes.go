@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/execbox/execbox/backend/internal/warm"
 	"github.com/execbox/execbox/internal/guest"
 	"github.com/execbox/execbox/internal/owner"
 	"github.com/execbox/execbox/sandbox"
@@ -69,6 +70,8 @@ type Backend struct {
 	health   sandbox.Health // the last probe's, kept for healthTTL
 
 	reconciled sync.Once
+
+	pool *warm.Pool[shape, warmPod]
 }
 
 // New returns the kubernetes backend for settings s. It only records the
@@ -79,7 +82,15 @@ func New(s sandbox.Settings) (sandbox.Backend, error) {
 		return nil, sandbox.Errorf(sandbox.ErrInvalid, "config_invalid", "%v", err)
 	}
 	sum := sha256.Sum256([]byte(s.Instance))
-	return &Backend{cfg: cfg, defaults: s.DefaultLimits(), instance: hex.EncodeToString(sum[:8]), me: owner.Self()}, nil
+	b := &Backend{cfg: cfg, defaults: s.DefaultLimits(), instance: hex.EncodeToString(sum[:8]), me: owner.Self()}
+	b.pool = warm.New[shape](cfg.Warm, warmPod.alive, warmPod.kill)
+	return b, nil
+}
+
+// Close deletes the warm Pods.
+func (b *Backend) Close() error {
+	b.pool.Close()
+	return nil
 }
 
 func (b *Backend) Name() string { return Name }
@@ -165,11 +176,23 @@ func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbo
 		return nil, err
 	}
 	b.reconciled.Do(func() { b.Reconcile(ctx) })
-	id := sandbox.NewID()
-	p, err := b.start(ctx, spec, id)
-	if err != nil {
-		return nil, err
+	sh, warmable := shapeOf(spec)
+	w, ok := warmPod{}, false
+	if warmable {
+		w, ok = b.pool.Take(sh)
 	}
+	if !ok {
+		w.id = sandbox.NewID()
+		p, err := b.start(ctx, spec, w.id)
+		if err != nil {
+			return nil, err
+		}
+		w.p = p
+	}
+	if warmable {
+		b.pool.Refill(sh, b.startWarm(spec))
+	}
+	id, p := w.id, w.p
 	// No RLIMIT_NPROC inside: under runc every process of uid 65534 on
 	// the node counts against it, other Pods' too.
 	inner := spec

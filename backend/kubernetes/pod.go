@@ -345,6 +345,17 @@ func (p *pod) attachEnded(d time.Duration) bool {
 	}
 }
 
+// ended reports whether the attach has ended (the agent is gone).
+func (p *pod) ended() bool {
+	select {
+	case e := <-p.stream:
+		p.stream <- e
+		return true
+	default:
+		return false
+	}
+}
+
 // endWait is how long an agent that was hung up on has to end by itself.
 const endWait = 10 * time.Second
 

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/execbox/execbox/internal/owner"
 	"github.com/execbox/execbox/sandbox"
 )
 
@@ -34,15 +35,19 @@ func TestHelperHoldsSandboxes(t *testing.T) {
 			go sb.Exec(ctx, &sandbox.Process{Args: []string{"sleep", "1000"}})
 		}
 	}
-	time.Sleep(time.Second)
+	// The second Create took the Pod the first one's refill started; the
+	// next is on its way.
+	for deadline := time.Now().Add(time.Minute); b.pool.Len() == 0 && time.Now().Before(deadline); {
+		time.Sleep(100 * time.Millisecond)
+	}
 	fmt.Printf("holding %s\n", strings.Join(ids, " "))
 	select {}
 }
 
 // TestKill9LeavesNoPods: an execbox killed with -9 while it holds sandbox
-// Pods (one running a program, one idle) leaves none behind: its attaches
-// end, the agents exit, the Pods end, and the next start's Reconcile
-// deletes them.
+// Pods (one running a program, one idle, one warm) leaves none behind: its
+// attaches end, the agents exit, the Pods end, and the next start's
+// Reconcile deletes them.
 func TestKill9LeavesNoPods(t *testing.T) {
 	b := newBackend(t, "kubernetes", nil)
 	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperHoldsSandboxes$", "-test.v")
@@ -66,7 +71,7 @@ func TestKill9LeavesNoPods(t *testing.T) {
 	if len(ids) != 2 {
 		t.Fatalf("the helper did not make its sandboxes (%v)", lines.Err())
 	}
-	// Its Pods run.
+	// Its Pods run, a warm one besides its sandboxes'.
 	live := map[string]bool{}
 	for _, p := range pods(t, b) {
 		live[p.Name] = p.Status.Phase == "Running"
@@ -75,6 +80,9 @@ func TestKill9LeavesNoPods(t *testing.T) {
 		if !live["execbox-"+id] {
 			t.Fatalf("the helper's Pod execbox-%s does not run: %v", id, live)
 		}
+	}
+	if len(live) < 3 {
+		t.Fatalf("the helper keeps no warm Pod: %v", live)
 	}
 	cmd.Process.Kill()
 	cmd.Wait()
@@ -91,12 +99,11 @@ func TestKill9LeavesNoPods(t *testing.T) {
 		if len(removed) > 0 {
 			t.Logf("Reconcile removed %v", removed)
 		}
+		// Its sandboxes' Pods, and the warm Pod it kept.
 		left := []string{}
 		for _, p := range pods(t, next) {
-			for _, id := range ids {
-				if p.Name == "execbox-"+id {
-					left = append(left, p.Name+" ("+string(p.Status.Phase)+")")
-				}
+			if o, ok := owner.Parse(p.Annotations[AnnotationOwner]); ok && o.PID == cmd.Process.Pid {
+				left = append(left, p.Name+" ("+string(p.Status.Phase)+")")
 			}
 		}
 		if len(left) == 0 {

@@ -31,8 +31,8 @@ func BenchmarkStart(b *testing.B) {
 	}{
 		{"cold", cold, func() {}},
 		{"warm", be, func() {
-			be.pool.refill(sh, view)
-			for be.pool.idleCount(sh) == 0 {
+			be.pool.Refill(sh, be.bootWarm(sh, view))
+			for len(be.pool.Idle(sh)) == 0 {
 				time.Sleep(20 * time.Millisecond)
 			}
 		}},

@@ -43,13 +43,13 @@ func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbo
 		return nil, err
 	}
 	sh := shapeOf(spec.Limits, viewKey(view))
-	m := b.pool.take(sh)
-	if m == nil {
+	m, ok := b.pool.Take(sh)
+	if !ok {
 		if m, err = b.boot(ctx, h, h.Own.accel, sh, view); err != nil {
 			return nil, err
 		}
 	}
-	b.pool.refill(sh, view)
+	b.pool.Refill(sh, b.bootWarm(sh, view))
 	files := spec.Files
 	spec.Files = nil
 	err = m.client.Setup(ctx, guest.Setup{Spec: spec, Files: files, HostEnv: sandbox.BuildEnv(os.Environ(), spec.Policy, nil)})
@@ -67,6 +67,17 @@ func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbo
 // view is the host view a sandbox of spec sees.
 func (b *Backend) view(spec sandbox.Spec) (*hostview.View, error) {
 	return hostview.Plan(spec, hostview.Options{Hidden: b.hidden})
+}
+
+// bootWarm boots a VM of shape sh for the warm pool.
+func (b *Backend) bootWarm(sh shape, view *hostview.View) func(context.Context) (*machine, error) {
+	return func(ctx context.Context) (*machine, error) {
+		h := b.Host()
+		if h.Err != nil {
+			return nil, h.Err
+		}
+		return b.boot(ctx, h, h.Own.accel, sh, view)
+	}
 }
 
 // shapeOf is the VM a sandbox of limits l needs: RAM for the program, the

@@ -71,23 +71,6 @@ func config(set func(*Config)) *Config {
 	})
 }
 
-// idleCount is how many warm VMs of shape sh wait (for tests).
-func (p *pool) idleCount(sh shape) int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return len(p.idle[sh])
-}
-
-// peek is the warm VM take would return next (for tests).
-func (p *pool) peek(sh shape) *machine {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if len(p.idle[sh]) == 0 {
-		return nil
-	}
-	return p.idle[sh][0]
-}
-
 // run runs p in a one-shot sandbox of spec.
 func run(t *testing.T, b sandbox.Backend, spec sandbox.Spec, p *sandbox.Process) *sandbox.Result {
 	t.Helper()

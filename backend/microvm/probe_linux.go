@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/execbox/execbox/backend/internal/hostbase"
+	"github.com/execbox/execbox/backend/internal/warm"
 	"github.com/execbox/execbox/sandbox"
 )
 
@@ -28,7 +29,7 @@ type Backend struct {
 	*hostbase.Backend[facts]
 	cfg    Config
 	hidden []string // execbox's work roots, never shown to a VM
-	pool   *pool
+	pool   *warm.Pool[shape, *machine]
 
 	slowMu sync.Mutex
 	slow   string // how much slower programs run under TCG, once measured
@@ -56,7 +57,7 @@ func build(cfg Config, s sandbox.Settings) sandbox.Backend {
 	default:
 		b.cfg.Cache = "/var/cache/execbox/microvm"
 	}
-	b.pool = newPool(b, cfg.Warm)
+	b.pool = warm.New[shape](cfg.Warm, (*machine).alive, func(m *machine) { m.kill() })
 	b.Backend = hostbase.NewBackend(b, s, hostbase.Options[facts]{
 		Name:          Name,
 		Isolation:     sandbox.IsolationVM,
@@ -259,7 +260,7 @@ func (b *Backend) slowdown(h *host) string {
 
 // Close stops the warm VMs, then closes the host side.
 func (b *Backend) Close() error {
-	b.pool.close()
+	b.pool.Close()
 	return b.Backend.Close()
 }
 

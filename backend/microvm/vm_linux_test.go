@@ -136,13 +136,13 @@ func TestWarmPool(t *testing.T) {
 	view, _ := b.view(spec)
 	sh := shapeOf(spec.Limits, viewKey(view))
 	deadline := time.Now().Add(2 * time.Minute)
-	for b.pool.idleCount(sh) == 0 {
+	for len(b.pool.Idle(sh)) == 0 {
 		if time.Now().After(deadline) {
 			t.Fatal("no warm VM was booted")
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	warm := b.pool.peek(sh)
+	warm := b.pool.Idle(sh)[0]
 	sb, err = b.Create(t.Context(), spec)
 	if err != nil {
 		t.Fatal(err)
