@@ -6,6 +6,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/execbox/execbox/internal/replica"
 	"github.com/execbox/execbox/sandbox"
@@ -65,5 +66,23 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, name string) {
 				"replica %s, which holds session %s, did not answer", name, r.PathValue("id"))))
 		},
 	}
-	p.ServeHTTP(w, r)
+	p.ServeHTTP(&deadlineWriter{w, http.NewResponseController(w), s.opts.WriteTimeout}, r)
 }
+
+// deadlineWriter gives each piece of a passed-on answer the write timeout,
+// as the owner gives each event of a stream: a stream may last as long as
+// its run, a client that stops reading is still cut off.
+type deadlineWriter struct {
+	http.ResponseWriter
+	rc      *http.ResponseController
+	timeout time.Duration
+}
+
+func (d *deadlineWriter) Write(p []byte) (int, error) {
+	d.rc.SetWriteDeadline(time.Now().Add(d.timeout))
+	return d.ResponseWriter.Write(p)
+}
+
+func (d *deadlineWriter) Flush() { d.rc.Flush() }
+
+func (d *deadlineWriter) Unwrap() http.ResponseWriter { return d.ResponseWriter }

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	v1 "github.com/execbox/execbox/api/v1"
 	"github.com/execbox/execbox/client"
@@ -26,7 +27,9 @@ func TestSessionsAcrossReplicas(t *testing.T) {
 	peers := replica.Static{}
 	tokens := []auth.Token{tokenFor("alice", "a", false), tokenFor("bob", "b", false)}
 	replicaEnv := func(name string) *env {
-		en := newEnv(t, setup{tokens: tokens, replica: name, options: func(o *Options) { o.Replica, o.Peers = name, peers }})
+		en := newEnv(t, setup{tokens: tokens, replica: name, options: func(o *Options) {
+			o.Replica, o.Peers, o.WriteTimeout = name, peers, time.Second
+		}})
 		t.Cleanup(en.srv.peerTransport.CloseIdleConnections)
 		return en
 	}
@@ -52,8 +55,9 @@ func TestSessionsAcrossReplicas(t *testing.T) {
 	if res, err := onB.Exec(ctx, s.ID, &v1.SessionExec{Command: []string{"sh", "-c", "echo hi > f; echo ok"}}); err != nil || res.Stdout != "ok\n" {
 		t.Fatalf("exec through b: %+v, %v", res, err)
 	}
+	// A stream longer than the write timeout (1 s): each piece gets it.
 	var out bytes.Buffer
-	if res, err := onB.ExecStream(ctx, s.ID, &v1.SessionExec{Command: []string{"cat", "f"}}, &out, &out); err != nil || res.ExitCode != 0 || out.String() != "hi\n" {
+	if res, err := onB.ExecStream(ctx, s.ID, &v1.SessionExec{Command: []string{"sh", "-c", "for i in 1 2 3 4 5; do cat f; sleep 0.5; done"}}, &out, &out); err != nil || res.ExitCode != 0 || out.String() != strings.Repeat("hi\n", 5) {
 		t.Fatalf("streamed exec through b: %q, %+v, %v", out.String(), res, err)
 	}
 	if _, err := onB.PutFile(ctx, s.ID, "up.txt", strings.NewReader("data")); err != nil {
