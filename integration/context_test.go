@@ -144,8 +144,13 @@ func TestSessionContextsOnBackends(t *testing.T) {
 			if _, err := c.OpenTerminal(ctx, idle.ID, &v1.TerminalRequest{Command: []string{"sh"}}); err != nil {
 				t.Fatal(err)
 			}
-			if hostVisible(b) && len(alive("sleep "+marker)) == 0 {
-				t.Fatal("the context's program is not seen on the host; the check is blind")
+			// Popen returns at the fork: the exec of sleep may come a moment later.
+			for seen := time.Now().Add(2 * time.Second); hostVisible(b) && len(alive("sleep "+marker)) == 0; {
+				if time.Now().After(seen) {
+					_, err := c.Session(ctx, idle.ID)
+					t.Fatalf("the context's program is not seen on the host; the check is blind (the session: %v)", err)
+				}
+				time.Sleep(20 * time.Millisecond)
 			}
 			deadline := time.Now().Add(60 * time.Second)
 			for {
