@@ -45,6 +45,15 @@ const (
 	// the agent is deemed stuck: its own grace (SIGINT 1 s late, SIGKILL
 	// 2 s after that) and some.
 	ctxGrace = 6 * time.Second
+	// writeWait bounds how long the agent may take to take one request
+	// line. A live agent reads its requests at once (it never blocks on a
+	// program, and a line under a pipe's buffer does not even wait for
+	// it), so one that has not taken a line by then is stopped or stuck: it
+	// is ended (agent_lost), and whatever waited on it is freed.
+	writeWait = 5 * time.Second
+	// deadlineGrace is how far past its caller's deadline a request line
+	// may still be taken.
+	deadlineGrace = 500 * time.Millisecond
 )
 
 // Agent is a session's agent, running in its sandbox. Its methods are safe
@@ -64,14 +73,15 @@ type Agent struct {
 
 // frame is one line from the agent.
 type frame struct {
-	ID     string          `json:"id"`
-	Ready  bool            `json:"ready"`
-	Out    string          `json:"out"`
-	Data   []byte          `json:"data"`
-	Exit   *exitInfo       `json:"exit"`
-	Result json.RawMessage `json:"result"`
-	OK     bool            `json:"ok"`
-	Error  *struct {
+	ID        string          `json:"id"`
+	Ready     bool            `json:"ready"`
+	Subreaper bool            `json:"subreaper"`
+	Out       string          `json:"out"`
+	Data      []byte          `json:"data"`
+	Exit      *exitInfo       `json:"exit"`
+	Result    json.RawMessage `json:"result"`
+	OK        bool            `json:"ok"`
+	Error     *struct {
 		Code    string `json:"code"`
 		Message string `json:"message"`
 	} `json:"error"`
@@ -100,11 +110,13 @@ func Start(ctx context.Context, sb sandbox.Sandbox, life time.Duration) (*Agent,
 	runCtx, cancel := context.WithCancel(context.Background())
 	a := &Agent{cancel: cancel, in: pw, calls: map[string]func(frame){}, done: make(chan struct{})}
 	stderr := sandbox.NewCapture(16*1024, nil, nil)
-	ready := make(chan struct{})
-	var readyOnce sync.Once
+	ready := make(chan frame, 1)
 	a.calls[""] = func(f frame) {
 		if f.Ready {
-			readyOnce.Do(func() { close(ready) })
+			select {
+			case ready <- f:
+			default:
+			}
 		}
 	}
 	go a.read(outR)
@@ -125,14 +137,21 @@ func Start(ctx context.Context, sb sandbox.Sandbox, life time.Duration) (*Agent,
 		a.fail(sandbox.Errorf(sandbox.ErrUnavailable, CodeAgentLost, "%v", why))
 	}()
 	init := map[string]any{"op": "init", "kernels": kernels}
-	if err := a.send(init); err != nil {
+	if err := a.send(ctx, init); err != nil {
 		<-a.done
 		return nil, a.startErr(execErr, res, stderr)
 	}
 	t := time.NewTimer(readyWait)
 	defer t.Stop()
 	select {
-	case <-ready:
+	case f := <-ready:
+		if !f.Subreaper {
+			// Without it, a program that leaves its process group would
+			// outlive its exec: fail closed.
+			a.Close()
+			return nil, sandbox.Errorf(sandbox.ErrUnavailable, "agent_unavailable",
+				"the session's agent cannot become its processes' subreaper (python3 without ctypes, or prctl refused), so it could not end a program's whole tree")
+		}
 		return a, nil
 	case <-a.done:
 		return nil, a.startErr(execErr, res, stderr)
@@ -275,15 +294,31 @@ func (a *Agent) register(h func(frame)) (id string, unregister func(), err error
 	}, nil
 }
 
-// send writes one request.
-func (a *Agent) send(req map[string]any) error {
+// send writes one request. The agent must take it within writeWait, and
+// within deadlineGrace past ctx's deadline; one that does not is ended
+// (wedged), and send returns agent_lost. A line is never abandoned half
+// written (the protocol could not recover), so a ctx cancelled without a
+// deadline does not cut it short: writeWait bounds it.
+func (a *Agent) send(ctx context.Context, req map[string]any) error {
 	line, err := json.Marshal(req)
 	if err != nil {
 		return sandbox.Errorf(sandbox.ErrInternal, "agent_request", "encoding a request: %w", err)
 	}
+	wait := writeWait
+	if d, ok := ctx.Deadline(); ok {
+		wait = min(wait, max(time.Until(d), 0)+deadlineGrace)
+	}
 	a.wmu.Lock()
 	defer a.wmu.Unlock()
-	if _, err := a.in.Write(append(line, '\n')); err != nil {
+	if dead := a.Err(); dead != nil {
+		return dead
+	}
+	// The lock is waited for at most one writer's wait: the writer before
+	// either wrote or wedged the agent.
+	t := time.AfterFunc(wait, func() { a.wedged(wait) })
+	_, err = a.in.Write(append(line, '\n'))
+	t.Stop()
+	if err != nil {
 		if dead := a.Err(); dead != nil {
 			return dead
 		}
@@ -292,13 +327,23 @@ func (a *Agent) send(req map[string]any) error {
 	return nil
 }
 
+// wedged ends an agent that did not take a request within wait: every
+// call waiting on it fails agent_lost, its input closes (a blocked write
+// returns) and its Exec is cancelled, which kills it.
+func (a *Agent) wedged(wait time.Duration) {
+	a.fail(sandbox.Errorf(sandbox.ErrUnavailable, CodeAgentLost,
+		"the session's agent did not take a request within %v (it is stopped or stuck) and was ended", wait.Round(time.Millisecond)))
+	a.in.CloseWithError(io.ErrClosedPipe)
+	a.cancel()
+}
+
 // feed copies r to request id's input, then closes it.
 func (a *Agent) feed(ctx context.Context, id string, r io.Reader) {
 	buf := make([]byte, inputChunk)
 	for ctx.Err() == nil {
 		n, err := r.Read(buf)
 		if n > 0 {
-			if a.send(map[string]any{"op": "input", "id": id, "data": buf[:n]}) != nil {
+			if a.send(ctx, map[string]any{"op": "input", "id": id, "data": buf[:n]}) != nil {
 				return
 			}
 		}
@@ -306,7 +351,7 @@ func (a *Agent) feed(ctx context.Context, id string, r io.Reader) {
 			break
 		}
 	}
-	a.send(map[string]any{"op": "eof", "id": id})
+	a.send(ctx, map[string]any{"op": "eof", "id": id})
 }
 
 // agentError turns an error frame into an error.

@@ -75,10 +75,10 @@ func TestStartFails(t *testing.T) {
 // and its Exec returns.
 func TestBrokenProtocol(t *testing.T) {
 	for name, script := range map[string]string{
-		"not_json":  `echo '{"ready":true}'; read -r _; read -r _; echo garbage; sleep 60`,
-		"too_long":  `echo '{"ready":true}'; read -r _; read -r _; head -c 5000000 /dev/zero | tr '\0' x; echo; sleep 60`,
-		"ends":      `echo '{"ready":true}'; read -r _; read -r _; exit 0`,
-		"truncated": `echo '{"ready":true}'; read -r _; read -r _; printf '{"id":'; exit 0`,
+		"not_json":  `echo '{"ready":true,"subreaper":true}'; read -r _; read -r _; echo garbage; sleep 60`,
+		"too_long":  `echo '{"ready":true,"subreaper":true}'; read -r _; read -r _; head -c 5000000 /dev/zero | tr '\0' x; echo; sleep 60`,
+		"ends":      `echo '{"ready":true,"subreaper":true}'; read -r _; read -r _; exit 0`,
+		"truncated": `echo '{"ready":true,"subreaper":true}'; read -r _; read -r _; printf '{"id":'; exit 0`,
 	} {
 		t.Run(name, func(t *testing.T) {
 			sb := sandboxWith(t, "sh", "-c", script)
@@ -109,7 +109,7 @@ func TestBrokenProtocol(t *testing.T) {
 
 // An agent that does not answer a call: the caller's backstop ends it.
 func TestSilentAgent(t *testing.T) {
-	sb := sandboxWith(t, "sh", "-c", `echo '{"ready":true}'; exec sleep 60`)
+	sb := sandboxWith(t, "sh", "-c", `echo '{"ready":true,"subreaper":true}'; exec sleep 60`)
 	a, err := agent.Start(t.Context(), sb, time.Minute)
 	if err != nil {
 		t.Fatal(err)
@@ -119,5 +119,79 @@ func TestSilentAgent(t *testing.T) {
 	defer cancel()
 	if _, err := a.RunCode(ctx, "c", "1", time.Second, 1024, nil, nil); err != context.DeadlineExceeded {
 		t.Fatalf("a call the agent never answers, under a deadline: %v", err)
+	}
+}
+
+// A real agent on the local backend (python3 on the host).
+func realAgent(t *testing.T) *agent.Agent {
+	t.Helper()
+	b, err := local.New(sandbox.Settings{WorkRoot: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb, err := b.Create(t.Context(), sandbox.Spec{Limits: sandbox.Limits{Wall: 10 * time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sb.Close(context.Background()) })
+	a, err := agent.Start(t.Context(), sb, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(a.Close)
+	return a
+}
+
+// stopAgent has a context of a stop its agent (SIGSTOP), as a program in
+// the sandbox can.
+func stopAgent(t *testing.T, a *agent.Agent) {
+	t.Helper()
+	if err := a.NewContext(t.Context(), "stopper", "python"); err != nil {
+		t.Fatal(err)
+	}
+	res, err := a.RunCode(t.Context(), "stopper", "import os, signal, threading\n"+
+		"threading.Timer(0.2, lambda: os.kill(os.getppid(), signal.SIGSTOP)).start()", 5*time.Second, 1024, nil, nil)
+	if err != nil || !res.OK {
+		t.Fatalf("arming the stop: %+v, %v", res, err)
+	}
+	time.Sleep(time.Second) // the timer fires 0.2 s after the call
+}
+
+// A stopped agent (finding 2 of issue 33): a request it cannot take (a
+// 100 KB env fills its input pipe) ends it within the exec's wall limit and
+// a moment (agent_lost), instead of holding the caller, and everything that
+// waited on it is freed.
+func TestWedgedAgent(t *testing.T) {
+	for name, env := range map[string]string{"large_request": strings.Repeat("x", 100_000), "small_request": "x"} {
+		t.Run(name, func(t *testing.T) {
+			a := realAgent(t)
+			stopAgent(t, a)
+			wall := 2 * time.Second
+			start := time.Now()
+			_, err := a.Exec(t.Context(), &sandbox.Process{Args: []string{"true"}, Env: map[string]string{"BIG": env}}, sandbox.Limits{Wall: wall, Output: 1024})
+			took := time.Since(start)
+			if sandbox.CodeOf(err) != agent.CodeAgentLost {
+				t.Fatalf("an exec on a stopped agent: %v", err)
+			}
+			t.Logf("the exec (wall %v) returned %v after it began: %v", wall, took.Round(time.Millisecond), err)
+			select {
+			case <-a.Done():
+			case <-time.After(10 * time.Second):
+				t.Fatal("the stopped agent was not ended")
+			}
+			if _, err := a.RunCode(t.Context(), "stopper", "1", time.Second, 1024, nil, nil); sandbox.CodeOf(err) != agent.CodeAgentLost {
+				t.Fatalf("a call after the agent was ended: %v", err)
+			}
+		})
+	}
+}
+
+// An agent that is not its programs' subreaper could not end a tree that
+// left its process group: it is refused.
+func TestStartWithoutSubreaper(t *testing.T) {
+	sb := sandboxWith(t, "sh", "-c", `echo '{"ready":true}'; exec sleep 60`)
+	_, err := agent.Start(t.Context(), sb, time.Minute)
+	if sandbox.CodeOf(err) != "agent_unavailable" || !strings.Contains(err.Error(), "subreaper") {
+		t.Fatalf("Start: %v", err)
 	}
 }

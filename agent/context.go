@@ -34,7 +34,7 @@ func (a *Agent) NewContext(ctx context.Context, id, language string) error {
 		delete(a.calls, id)
 		a.mu.Unlock()
 	}()
-	if err := a.send(map[string]any{"op": "ctx", "id": id, "language": language}); err != nil {
+	if err := a.send(ctx, map[string]any{"op": "ctx", "id": id, "language": language}); err != nil {
 		return err
 	}
 	select {
@@ -54,7 +54,7 @@ func (a *Agent) NewContext(ctx context.Context, id, language string) error {
 
 // DropContext ends context id (its kernel and anything it started).
 func (a *Agent) DropContext(id string) {
-	a.send(map[string]any{"op": "drop", "ctx": id})
+	a.send(context.Background(), map[string]any{"op": "drop", "ctx": id})
 }
 
 // CodeResult is how one call in a context ended.
@@ -83,6 +83,10 @@ type CodeResult struct {
 	Interrupted bool          `json:"interrupted,omitempty"`
 	Lost        bool          `json:"lost,omitempty"`
 	Duration    time.Duration `json:"-"`
+	// CPU is the CPU time the call used: the kernel's, its children's and
+	// that of the orphans it left (which end with it).
+	CPU   time.Duration `json:"-"`
+	CPUNS int64         `json:"cpu_ns,omitempty"`
 }
 
 // RunCode runs code in context id, within timeout; what it prints is
@@ -111,7 +115,7 @@ func (a *Agent) RunCode(ctx context.Context, id, code string, timeout time.Durat
 	defer unregister()
 	start := time.Now()
 	secs := timeout.Seconds()
-	if err := a.send(map[string]any{"op": "code", "id": rid, "ctx": id, "code": code, "timeout": secs}); err != nil {
+	if err := a.send(ctx, map[string]any{"op": "code", "id": rid, "ctx": id, "code": code, "timeout": secs}); err != nil {
 		return nil, err
 	}
 	// The agent interrupts the call at its timeout; this is the backstop
@@ -124,7 +128,7 @@ func (a *Agent) RunCode(ctx context.Context, id, code string, timeout time.Durat
 	case <-ctx.Done():
 		// The caller left: the call is interrupted as at its timeout, and
 		// the context keeps its state.
-		a.send(map[string]any{"op": "interrupt", "ctx": id})
+		a.send(context.WithoutCancel(ctx), map[string]any{"op": "interrupt", "ctx": id})
 		return nil, ctx.Err()
 	case <-t.C:
 		a.DropContext(id)
@@ -140,5 +144,6 @@ func (a *Agent) RunCode(ctx context.Context, id, code string, timeout time.Durat
 	res.Stdout, res.Stderr = out.String(), errs.String()
 	res.StdoutTruncated, res.StderrTruncated = out.Truncated(), errs.Truncated()
 	res.Duration = time.Since(start)
+	res.CPU = time.Duration(res.CPUNS)
 	return res, nil
 }

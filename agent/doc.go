@@ -12,4 +12,17 @@
 // context lives on; a context whose interpreter dies or does not stop is
 // reported lost. Everything the agent runs is inside the sandbox, under its
 // limits; when the sandbox closes, all of it ends.
+//
+// Invariants:
+//   - Nothing waits on the agent without a bound. A request line must be
+//     taken within a few seconds (and within its caller's deadline and a
+//     moment); an agent that does not take one — stopped by its own
+//     program, or stuck — is ended, and every call waiting on it fails
+//     agent_lost. An exec's wall limit runs from before its request is sent.
+//   - An exec's whole tree ends with it. The agent is its programs'
+//     subreaper (it refuses to start where it cannot be): a program that
+//     leaves its process group and session becomes the agent's orphan, and
+//     orphans are killed when an exec, a terminal's program or a context's
+//     call ends, their CPU time counted in it.
+//   - A Resize returns once the size is set; the program reads it from then.
 package agent

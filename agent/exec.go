@@ -41,19 +41,20 @@ func (a *Agent) Exec(ctx context.Context, p *sandbox.Process, l sandbox.Limits) 
 		return nil, err
 	}
 	defer unregister()
+	// The wall limit runs from here: waiting on the agent is part of it.
 	start := time.Now()
-	req := map[string]any{"op": "exec", "id": id, "args": p.Args, "env": maps.Clone(p.Env), "dir": p.Dir, "stdin": p.Stdin != nil}
-	if err := a.send(req); err != nil {
-		return nil, err
-	}
-	feedCtx, stopFeed := context.WithCancel(ctx)
-	defer stopFeed()
-	if p.Stdin != nil {
-		go a.feed(feedCtx, id, p.Stdin)
-	}
-	var reason sandbox.Reason
 	timer := time.NewTimer(p.WallLimit(l))
 	defer timer.Stop()
+	wallCtx, stopWall := context.WithDeadline(ctx, start.Add(p.WallLimit(l)))
+	defer stopWall()
+	req := map[string]any{"op": "exec", "id": id, "args": p.Args, "env": maps.Clone(p.Env), "dir": p.Dir, "stdin": p.Stdin != nil}
+	if err := a.send(wallCtx, req); err != nil {
+		return nil, err
+	}
+	if p.Stdin != nil {
+		go a.feed(wallCtx, id, p.Stdin)
+	}
+	var reason sandbox.Reason
 	var f frame
 	select {
 	case f = <-ended:
@@ -65,7 +66,7 @@ func (a *Agent) Exec(ctx context.Context, p *sandbox.Process, l sandbox.Limits) 
 		reason = sandbox.ReasonOutputLimit
 	}
 	if reason != "" {
-		if err := a.send(map[string]any{"op": "signal", "id": id, "sig": "SIGKILL"}); err != nil {
+		if err := a.send(wallCtx, map[string]any{"op": "signal", "id": id, "sig": "SIGKILL"}); err != nil {
 			return nil, err
 		}
 		t := time.NewTimer(killGrace)
@@ -73,7 +74,10 @@ func (a *Agent) Exec(ctx context.Context, p *sandbox.Process, l sandbox.Limits) 
 		select {
 		case f = <-ended:
 		case <-t.C:
-			return nil, sandbox.Errorf(sandbox.ErrInternal, "kill_failed", "the session's agent did not end the exec within %v of its kill", killGrace)
+			// A live agent ends a killed program at once: this one is
+			// stopped or stuck.
+			a.wedged(killGrace)
+			return nil, a.Err()
 		}
 	}
 	if f.Error != nil {

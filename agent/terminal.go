@@ -5,6 +5,7 @@ import (
 	"maps"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/execbox/execbox/sandbox"
 )
@@ -55,7 +56,7 @@ func (a *Agent) OpenTerminal(ctx context.Context, req TerminalRequest) (*Termina
 		return nil, err
 	}
 	t.id, t.release = id, unregister
-	err = a.send(map[string]any{"op": "start", "id": id, "args": req.Args, "env": maps.Clone(req.Env), "dir": req.Dir,
+	err = a.send(ctx, map[string]any{"op": "start", "id": id, "args": req.Args, "env": maps.Clone(req.Env), "dir": req.Dir,
 		"rows": max(req.Rows, 1), "cols": max(req.Cols, 1)})
 	if err != nil {
 		unregister()
@@ -131,10 +132,10 @@ func (t *Terminal) Exit() *TerminalExit {
 }
 
 // Write types data into the terminal.
-func (t *Terminal) Write(data []byte) error {
+func (t *Terminal) Write(ctx context.Context, data []byte) error {
 	for len(data) > 0 {
 		n := min(len(data), inputChunk)
-		if err := t.a.send(map[string]any{"op": "input", "id": t.id, "data": data[:n]}); err != nil {
+		if err := t.a.send(ctx, map[string]any{"op": "input", "id": t.id, "data": data[:n]}); err != nil {
 			return err
 		}
 		data = data[n:]
@@ -142,17 +143,49 @@ func (t *Terminal) Write(data []byte) error {
 	return nil
 }
 
-// Resize sets the terminal's size.
-func (t *Terminal) Resize(rows, cols int) error {
+// Resize sets the terminal's size and returns once the agent has set it:
+// from then on the program reads the new size (and got SIGWINCH).
+func (t *Terminal) Resize(ctx context.Context, rows, cols int) error {
 	if rows < 1 || cols < 1 || rows > 10000 || cols > 10000 {
 		return sandbox.Errorf(sandbox.ErrInvalid, "size_invalid", "rows and cols must be within 1…10000")
 	}
-	return t.a.send(map[string]any{"op": "resize", "id": t.id, "rows": rows, "cols": cols})
+	got := make(chan frame, 1)
+	rid, unregister, err := t.a.register(func(f frame) {
+		select {
+		case got <- f:
+		default:
+		}
+	})
+	if err != nil {
+		return err
+	}
+	defer unregister()
+	if err := t.a.send(ctx, map[string]any{"op": "resize", "id": t.id, "req": rid, "rows": rows, "cols": cols}); err != nil {
+		return err
+	}
+	wait := time.NewTimer(writeWait)
+	defer wait.Stop()
+	select {
+	case f := <-got:
+		if f.Error != nil {
+			if f.Error.Code == "terminal_ended" {
+				return sandbox.Errorf(sandbox.ErrInvalid, "terminal_ended", "%s", f.Error.Message)
+			}
+			return agentError(f)
+		}
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-wait.C:
+		// A live agent answers at once.
+		t.a.wedged(writeWait)
+		return t.a.Err()
+	}
 }
 
 // Kill ends the program and everything it started.
-func (t *Terminal) Kill() error {
-	return t.a.send(map[string]any{"op": "signal", "id": t.id, "sig": "SIGKILL"})
+func (t *Terminal) Kill(ctx context.Context) error {
+	return t.a.send(ctx, map[string]any{"op": "signal", "id": t.id, "sig": "SIGKILL"})
 }
 
 // Claim makes the caller t's one reader until it calls release; false when

@@ -10,7 +10,7 @@
 #   exec    {id, args, env, dir, stdin: bool}  -> out*, exit
 #   start   {id, args, env, dir, rows, cols}   a terminal -> out*, exit
 #   input   {id, data(b64)} / eof {id}         to an exec's stdin or a terminal
-#   resize  {id, rows, cols}
+#   resize  {id, req, rows, cols}               -> {id: req, ok} once the size is set
 #   signal  {id, sig}                          SIGKILL ends the whole tree
 #   ctx     {id, language}                     a new context -> {id, ok}
 #   code    {id, ctx, code, timeout}           -> out*, {id, result}
@@ -18,8 +18,16 @@
 #   drop    {ctx}                              ends a context
 #
 # Answers: {"id", "out": "stdout"|"stderr", "data": b64}, {"id", "exit":
-# {"code", "signal", "cpu_ns", "error"}}, {"id", "result": {...}},
+# {"code", "signal", "cpu_ns", "error"}}, {"id", "result": {..., "cpu_ns"}},
 # {"id", "error": {"code", "message"}}.
+#
+# The agent is its trees' subreaper (PR_SET_CHILD_SUBREAPER): a process
+# that leaves its parent's tree (setsid and a double fork, a daemon) becomes
+# the agent's child, an orphan. When an exec, a terminal's program or a
+# context's call ends, the orphans are killed and their CPU time counted in
+# what ended: nothing a request started outlives it unless it stays a
+# descendant of a process that lives on (a context's kernel, a terminal's
+# shell, a running exec).
 import base64
 import errno
 import fcntl
@@ -32,6 +40,21 @@ import sys
 import termios
 import time
 
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def become_subreaper():
+    """Makes this process the reaper of its descendants' orphans; False
+    where it cannot (no ctypes, or the call failed)."""
+    try:
+        import ctypes
+
+        return ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except Exception:  # noqa: BLE001 - any failure means no subreaper
+        return False
+
+
+SUBREAPER = become_subreaper()
 PROTO = os.dup(1)  # not inherited (os.dup's fds never are)
 os.dup2(2, 1)
 WAKE_R, WAKE_W = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
@@ -80,6 +103,7 @@ class Proc:
         self.open = set(fds)
         self.status = None
         self.rusage = None
+        self.extra_cpu = 0.0  # the orphans' killed when it ended
         self.reaped_at = None
         self.pending = bytearray()  # input not yet taken
         self.eof = False  # close stdin once pending is written
@@ -209,6 +233,7 @@ class Context:
         self.deadline = None
         self.interrupted = None  # when SIGINT was sent
         self.buf = b""
+        self.cpu_start = 0.0
         c_r, c_w = os.pipe2(os.O_CLOEXEC)  # requests
         a_r, a_w = os.pipe2(os.O_CLOEXEC)  # answers, on the kernel's fd 3
         o_r, o_w = os.pipe2(os.O_CLOEXEC)
@@ -227,6 +252,7 @@ class Context:
         self.proc.id = rid
         self.deadline = time.monotonic() + timeout + LATE
         self.interrupted = None
+        self.cpu_start = proc_cpu(self.proc.pid)
         write_all(self.proc.stdin, (json.dumps({"code": code, "timeout": timeout}) + "\n").encode())
 
     def answered(self):
@@ -280,10 +306,67 @@ def kill_tree(p, sig=signal.SIGKILL):
         pass
 
 
+def orphans():
+    """The agent's children it did not start: orphans of its trees."""
+    me = os.getpid()
+    out = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) in procs:
+            continue
+        try:
+            with open("/proc/%s/stat" % name, "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        # pid (comm) state ppid ...: comm may hold spaces and parentheses.
+        fields = stat[stat.rindex(b")") + 2 :].split()
+        if int(fields[1]) == me:
+            out.append(int(name))
+    return out
+
+
+def sweep():
+    """Kills every orphan and reaps it; returns the CPU seconds the orphans
+    reaped since the last sweep used. An orphan's own children become
+    orphans when it dies: rounds until none is left."""
+    global orphan_cpu
+    deadline = time.monotonic() + 2.0
+    while True:
+        left = orphans()
+        for pid in left:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        collect()
+        if not left or time.monotonic() > deadline:
+            break
+        time.sleep(0.005)
+    cpu, orphan_cpu = orphan_cpu, 0.0
+    return cpu
+
+
+def proc_cpu(pid):
+    """CPU seconds of pid and of its reaped children, from /proc."""
+    try:
+        with open("/proc/%d/stat" % pid, "rb") as f:
+            stat = f.read()
+    except OSError:
+        return 0.0
+    fields = stat[stat.rindex(b")") + 2 :].split()
+    # utime stime cutime cstime are fields 14-17 of stat(5); here from 3.
+    return sum(int(x) for x in fields[11:15]) / TICKS
+
+
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
 def finish_ctx_call(c, result):
     for fd in list(c.proc.open):
         drain(c.proc, fd, readers[fd][1])
     rid, c.call, c.deadline, c.proc.id = c.call, None, None, None
+    cpu = proc_cpu(c.proc.pid) - c.cpu_start + sweep()
+    result["cpu_ns"] = int(max(cpu, 0) * 1e9)
     send({"id": rid, "result": result})
 
 
@@ -297,21 +380,39 @@ def lose(c, why):
     c.proc.stdin = None
 
 
+orphan_cpu = 0.0  # CPU seconds of orphans reaped since the last sweep
+
+
 def reap():
+    """Reaps every child that ended. When an exec's or a terminal's program
+    has ended, its process group and every orphan are killed at once (none
+    keeps its output open) and their CPU time is counted in its."""
+    ended = collect()
+    if ended:
+        ended[0].extra_cpu += sweep()
+
+
+def collect():
+    """Reaps the children that ended; returns the execs and terminals among
+    them, whose process groups it kills."""
+    global orphan_cpu
+    ended = []
     while True:
         try:
             pid, status, ru = os.wait4(-1, os.WNOHANG)
         except ChildProcessError:
-            return
+            return ended
         if pid == 0:
-            return
+            return ended
         p = procs.get(pid)
-        if p is None:
+        if p is None:  # an orphan, or a kernel's reaped process
+            orphan_cpu += ru.ru_utime + ru.ru_stime
             continue
         p.status, p.rusage, p.reaped_at = status, ru, time.monotonic()
         if p.ctx is None:
             # What the program left behind dies with it, as in a run.
             kill_tree(p)
+            ended.append(p)
 
 
 def report(p):
@@ -325,7 +426,8 @@ def report(p):
         except OSError:
             pass
     st = p.status
-    ex = {"code": -1, "cpu_ns": int((p.rusage.ru_utime + p.rusage.ru_stime) * 1e9)}
+    cpu = p.rusage.ru_utime + p.rusage.ru_stime + p.extra_cpu
+    ex = {"code": -1, "cpu_ns": int(cpu * 1e9)}
     if os.WIFEXITED(st):
         ex["code"] = os.WEXITSTATUS(st)
     elif os.WIFSIGNALED(st):
@@ -341,7 +443,7 @@ def handle(req):
     try:
         if op == "init":
             kernels.update(req["kernels"])
-            send({"ready": True, "pid": os.getpid()})
+            send({"ready": True, "pid": os.getpid(), "subreaper": SUBREAPER})
         elif op == "exec":
             do_exec(req)
         elif op == "start":
@@ -357,8 +459,15 @@ def handle(req):
                 p.flush()
         elif op == "resize":
             p = writers.get(rid)
-            if p is not None and p.term:
-                set_size(p.stdin, req["rows"], req["cols"])
+            if p is None or not p.term:
+                send({"id": req["req"], "error": {"code": "terminal_ended", "message": "the terminal's program has ended"}})
+            else:
+                try:
+                    set_size(p.stdin, req["rows"], req["cols"])
+                except OSError as e:
+                    send({"id": req["req"], "error": {"code": "agent_error", "message": "setting the size: %s" % e}})
+                else:
+                    send({"id": req["req"], "ok": True})
         elif op == "signal":
             for p in list(procs.values()):
                 if p.id == rid and p.ctx is None:

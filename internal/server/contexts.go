@@ -148,6 +148,7 @@ func (s *Server) handleContextRun(w http.ResponseWriter, r *http.Request) {
 	}
 	x.entry.Code = req.Code
 	x.entry.Backend, x.entry.Isolation = info.Backend, info.Isolation.String()
+	x.cpu = res.CPU // charged to the token's budget, as a run's is
 	x.entry.Reason = "ok"
 	if res.Error != nil {
 		x.entry.Reason = res.Error.Type
@@ -375,7 +376,7 @@ func (s *Server) handleTerminalInput(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, problemOf(r, sandbox.Errorf(sandbox.ErrInvalid, "terminal_ended", "terminal %s has ended", t.info.ID)))
 		return
 	}
-	if err := t.t.Write(data); err != nil {
+	if err := t.t.Write(r.Context(), data); err != nil {
 		writeProblem(w, r, problemOf(r, err))
 		return
 	}
@@ -394,7 +395,7 @@ func (s *Server) handleTerminalResize(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, problemOf(r, err))
 		return
 	}
-	if err := t.t.Resize(req.Rows, req.Cols); err != nil {
+	if err := t.t.Resize(r.Context(), req.Rows, req.Cols); err != nil {
 		writeProblem(w, r, problemOf(r, err))
 		return
 	}
@@ -406,7 +407,7 @@ func (s *Server) handleTerminalResize(w http.ResponseWriter, r *http.Request) {
 func (s *Server) handleTerminalKill(w http.ResponseWriter, r *http.Request) {
 	_, t, err := s.terminal(r)
 	if err == nil && t.info.Exit == nil {
-		err = t.t.Kill()
+		err = t.t.Kill(r.Context())
 	}
 	if err != nil {
 		writeProblem(w, r, problemOf(r, err))

@@ -126,6 +126,29 @@ func (s *suite) agentContexts(t *testing.T) {
 	}
 }
 
+// sleepMarker is a sleep duration unique to this test process and n, so
+// that where pids are shared (local) the processes running it are its own.
+func sleepMarker(n int) string {
+	return fmt.Sprintf("%d.%03d", 60+n*1000+int(time.Now().UnixNano()%1000), os.Getpid()%1000)
+}
+
+// countSleeps is a shell command that prints how many processes run
+// `sleep marker`, from /proc.
+func countSleeps(marker string) string {
+	return "for f in /proc/[0-9]*/cmdline; do tr '\\0' ' ' < $f 2>/dev/null; echo; done | grep -c '^sleep " + marker + " ' || true"
+}
+
+// noSleeps fails with why when a process runs `sleep marker`: the agent
+// ends what an exec or a call left before it answers, so nothing is
+// waited for.
+func noSleeps(t *testing.T, a *agent.Agent, marker string, l sandbox.Limits, why string) {
+	t.Helper()
+	res, err := a.Exec(t.Context(), &sandbox.Process{Args: []string{"sh", "-c", countSleeps(marker)}}, l)
+	if err != nil || strings.TrimSpace(res.Stdout) != "0" {
+		t.Fatalf("%s: %+v, %v", why, res, err)
+	}
+}
+
 func jsonEq(got json.RawMessage, want string) bool {
 	var g, w any
 	if json.Unmarshal(got, &g) != nil || json.Unmarshal([]byte(want), &w) != nil {
@@ -168,25 +191,17 @@ func (s *suite) agentTerminal(t *testing.T) {
 		}
 	}
 	expect(">>> ")
-	if err := term.Write([]byte("import os, shutil; print(os.isatty(0), shutil.get_terminal_size().columns, 6*7)\n")); err != nil {
+	if err := term.Write(t.Context(), []byte("import os, shutil; print(os.isatty(0), shutil.get_terminal_size().columns, 6*7)\n")); err != nil {
 		t.Fatal(err)
 	}
 	expect("True 100 42")
-	if err := term.Resize(40, 120); err != nil {
+	// Resize returns once the size is set: the program reads it at once.
+	if err := term.Resize(t.Context(), 40, 120); err != nil {
 		t.Fatal(err)
 	}
-	// Asked again while it is not seen: under gVisor a size set just
-	// before was, once in a while, not yet the one the program read.
-	for i := 0; ; i++ {
-		term.Write([]byte("print('cols', shutil.get_terminal_size().columns)\n"))
-		if within("cols 120", 3*time.Second) {
-			break
-		}
-		if i == 5 {
-			t.Fatalf("the terminal's new size is not seen; it shows %q", out.String())
-		}
-	}
-	term.Write([]byte("exit(5)\n"))
+	term.Write(t.Context(), []byte("print('cols', shutil.get_terminal_size().columns, 'rows', shutil.get_terminal_size().lines)\n"))
+	expect("cols 120 rows 40")
+	term.Write(t.Context(), []byte("exit(5)\n"))
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
 	for {
@@ -284,26 +299,31 @@ func (s *suite) agentExec(t *testing.T) {
 		t.Fatalf("the context's file, from an exec: %+v, %v", res, err)
 	}
 	start = time.Now()
-	marker := fmt.Sprintf("%d.%03d", 60+time.Now().UnixNano()%1000, os.Getpid()%1000) // unique where pids are shared (local)
+	marker := sleepMarker(0)
 	res, err = a.Exec(t.Context(), &sandbox.Process{Args: []string{"sh", "-c", "sleep " + marker + " & sleep " + marker}, Timeout: time.Second}, l)
 	if err != nil || res.Reason != sandbox.ReasonTimeout || time.Since(start) > 8*time.Second {
 		t.Fatalf("a timeout: %+v, %v after %v", res, err, time.Since(start))
 	}
-	// Counts the processes running sleep marker, from /proc.
-	count := "for f in /proc/[0-9]*/cmdline; do tr '\\0' ' ' < $f 2>/dev/null; echo; done | grep -c '^sleep " + marker + " ' || true"
-	if res, err := a.Exec(t.Context(), &sandbox.Process{Args: []string{"sh", "-c", "sleep " + marker + " & sleep 0.5; " + count + "; kill $!"}}, l); err != nil || strings.TrimSpace(res.Stdout) != "1" {
+	if res, err := a.Exec(t.Context(), &sandbox.Process{Args: []string{"sh", "-c", "sleep " + marker + " & sleep 0.5; " + countSleeps(marker) + "; kill $!"}}, l); err != nil || strings.TrimSpace(res.Stdout) != "1" {
 		t.Fatalf("the count of live processes sees %q (%v); the check is blind", res.Stdout, err)
 	}
-	for i := 0; ; i++ {
-		res, err = a.Exec(t.Context(), &sandbox.Process{Args: []string{"sh", "-c", count}}, l)
-		if err == nil && strings.TrimSpace(res.Stdout) == "0" {
-			break
-		}
-		if i == 50 {
-			t.Fatalf("the timed-out tree lives on: %+v, %v", res, err)
-		}
-		time.Sleep(100 * time.Millisecond)
+	noSleeps(t, a, marker, l, "the timed-out tree lives on")
+	// A program that leaves its process group and session (setsid, and a
+	// double fork) still ends with the exec that started it, which ends
+	// by itself; so does one a context's call leaves behind.
+	escaped := sleepMarker(1)
+	res, err = a.Exec(t.Context(), &sandbox.Process{Args: []string{"sh", "-c", "setsid sleep " + escaped + " & (setsid sleep " + escaped + " &); sleep 0.3; " + countSleeps(escaped)}}, l)
+	if err != nil || res.Reason != sandbox.ReasonExited || strings.TrimSpace(res.Stdout) != "2" {
+		t.Fatalf("an exec that leaves two programs in sessions of their own: %+v, %v (the count is blind unless it says 2)", res, err)
 	}
+	noSleeps(t, a, escaped, l, "the programs an exec left in sessions of their own live on")
+	left := sleepMarker(2)
+	code := "import os, subprocess, time\nos.system('(setsid sleep " + left + " &)')\ntime.sleep(0.3)\n" +
+		"subprocess.run(['sh', '-c', " + fmt.Sprintf("%q", countSleeps(left)) + "], capture_output=True, text=True).stdout.strip()"
+	if res, err := a.RunCode(t.Context(), "py", code, 10*time.Second, 1024, nil, nil); err != nil || string(res.Value) != `"1"` {
+		t.Fatalf("a context call that leaves a program in a session of its own: %+v, %v (the count is blind unless it says 1)", res, err)
+	}
+	noSleeps(t, a, left, l, "the program a context's call left in a session of its own lives on")
 	if _, err := a.Exec(t.Context(), &sandbox.Process{Args: []string{"true"}, Dir: "no/such/dir"}, l); !errors.Is(err, sandbox.ErrInvalid) {
 		t.Fatalf("a missing working directory: %v", err)
 	}

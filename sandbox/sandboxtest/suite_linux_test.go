@@ -133,6 +133,10 @@ func table() []entry {
 		{"fs/stat", "deny:statx", `Operation not permitted`},
 		{"fs/python_stat_scandir", "deny:getdents64", `PermissionError`},
 		{"io/select_poll_pipe", "deny:pselect6", `PermissionError`},
+		// As a backend whose program reached the host's /dev/null (a bind
+		// left writable, or the host's node as its stdin): its chmod
+		// lands on the host.
+		{"devices/host_nodes_unchanged", "devices_touched", `was changed from inside the sandbox`},
 		{"session/state_persists", "workdir_per_exec", `exec 2:`},
 		{"session/files/round_trip_50MiB", "get_file_short", `GetFile:`},
 		{"session/files/visible_both_ways", "put_file_empty", `the program read ""`},
@@ -145,6 +149,11 @@ func table() []entry {
 		{"agent/contexts", "deny:setitimer", `import math`},
 		{"agent/terminal", "deny:ioctl", `waiting for ">>> "`},
 		{"agent/exec", "lasting_output_capped", `3 MB of output`},
+		// The agent's own duties past its first call: a resize applied, a
+		// context's state kept across a timeout, an exec's tree ended.
+		{"agent/terminal", "resize_ignored", `waiting for "cols 120 rows 40"`},
+		{"agent/contexts", "ctx_timeout_clears", `after the interrupt the context has x`},
+		{"agent/exec", "agent_tree_survives", `the programs an exec left in sessions of their own live on`},
 		{"leaks/runs", "leak_tmp", `new entries in`},
 	}
 	for _, r := range []string{"absolute", "dotdot", "dotdot_inner", "nul", "long_component", "long_path", "empty",
@@ -687,6 +696,31 @@ func (s *brokenSandbox) collectByPath() sandbox.Artifacts {
 	return a
 }
 
+// agentBreaks are the agent variants: its program with one duty undone
+// (each anchor must be in the agent's source, or the variant would break
+// nothing).
+var agentBreaks = map[string][][2]string{
+	"resize_ignored": {{`                    set_size(p.stdin, req["rows"], req["cols"])`, `                    pass`}},
+	// The Python kernel's code reaches the agent in its first request;
+	// the agent rewrites it so that an interrupted call clears the
+	// namespace.
+	"ctx_timeout_clears": {{`            kernels.update(req["kernels"])`, `            kernels.update(req["kernels"]); kernels["python"][-1] = kernels["python"][-1].replace('ans = {"ok": False, "error": error_of(e, True), "interrupted": True}', 'namespace.clear(); namespace["__builtins__"] = __builtins__; ans = {"ok": False, "error": error_of(e, True), "interrupted": True}')`}},
+	"agent_tree_survives": {
+		{"def orphans():\n", "def orphans():\n    return []\n"},
+		{"            kill_tree(p)\n            ended.append(p)", "            ended.append(p)"},
+	},
+}
+
+func brokenAgent(knob, src string) string {
+	for _, r := range agentBreaks[knob] {
+		if !strings.Contains(src, r[0]) {
+			panic(fmt.Sprintf("variant %s: the agent's source has no %q", knob, r[0]))
+		}
+		src = strings.Replace(src, r[0], r[1], 1)
+	}
+	return src
+}
+
 func (s *brokenSandbox) Exec(ctx context.Context, p *sandbox.Process) (*sandbox.Result, error) {
 	s.mu.Lock()
 	closed := s.closed
@@ -753,6 +787,11 @@ func (s *brokenSandbox) Exec(ctx context.Context, p *sandbox.Process) (*sandbox.
 		}
 	case "process_dir_ignored":
 		p.Dir = ""
+	case "resize_ignored", "ctx_timeout_clears", "agent_tree_survives":
+		if p.Lasting {
+			p.Args = slices.Clone(p.Args)
+			p.Args[len(p.Args)-1] = brokenAgent(s.b.knob, p.Args[len(p.Args)-1])
+		}
 	case "lasting_output_capped":
 		// As a backend that streams only what the Result keeps.
 		if p.Lasting && p.Stdout != nil {
@@ -782,6 +821,9 @@ func (s *brokenSandbox) Exec(ctx context.Context, p *sandbox.Process) (*sandbox.
 		p.Args = denyArgs(p.Args, name, syscall.EINVAL)
 	}
 	res, err := s.Sandbox.Exec(ctx, p)
+	if s.b.knob == "devices_touched" && len(p.Args) == 3 && strings.Contains(p.Args[2], "chown 65534:65534 /dev/null") {
+		os.Chmod("/dev/null", 0o666) // the program's chmod, had it reached the host's node
+	}
 	if heldOut != nil {
 		if origOut != nil {
 			io.Copy(origOut, heldOut)
