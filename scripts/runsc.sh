@@ -31,8 +31,10 @@ if [ ! -x "$bin" ] || [ "$("$bin" --version 2>/dev/null | head -1)" != "runsc ve
 		"gvisor.dev/gvisor/runsc@$version") >&2
 	mv "$tmp/runsc" "$bin"
 fi
-# It must really run a program, not only start.
-if ! out=$(timeout 60 "$bin" --network=none do /bin/echo ok 2>&1) || [ "$out" != ok ]; then
+# It must really run a program, not only start. Its stdin is a pipe of its
+# own: runsc chowns the stdio files it is handed to its sandbox's user, and
+# this script's stdin may be the host's /dev/null.
+if ! out=$(: | timeout 60 "$bin" --network=none do /bin/echo ok 2>&1) || [ "$out" != ok ]; then
 	echo "scripts/runsc.sh: $bin does not run here: $out" >&2
 	exit 1
 fi

@@ -65,8 +65,9 @@ func (s *Sandbox) bwrapArgs(mounts []string) []string {
 	// host's terminals are not in it), which /dev/pts and /dev/ptmx point
 	// into (bwrap binds only host paths).
 	a = append(a, "--size", "65536", "--perms", "0755", "--tmpfs", "/dev")
+	// execbox's own nodes (hostbase.OpenDevices), never the host's.
 	for _, d := range v.Devices {
-		a = append(a, "--dev-bind", "/dev/"+d, "/dev/"+d)
+		a = append(a, "--dev-bind", path.Join(s.host.Devices, d), "/dev/"+d)
 	}
 	for _, l := range v.DevLinks {
 		a = append(a, "--symlink", l.Target, l.Path)

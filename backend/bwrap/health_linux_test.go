@@ -50,6 +50,7 @@ func childMain(mode string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
+	defer b.(sandbox.Closer).Close() // its base and device nodes go
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	json.NewEncoder(os.Stdout).Encode(b.Health(ctx))

@@ -1,6 +1,7 @@
 package bwrap
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/execbox/execbox/backend/internal/hostbase"
 	"github.com/execbox/execbox/internal/cleanup"
+	"github.com/execbox/execbox/internal/proc"
 	"github.com/execbox/execbox/internal/seccomp"
 	"github.com/execbox/execbox/sandbox"
 )
@@ -90,8 +92,12 @@ func (b *Backend) probe(h *host) error {
 	if h.Own.bwrap, err = exec.LookPath(b.cfg.Path); err != nil {
 		return fmt.Errorf("bwrap.path %q: %w", b.cfg.Path, err)
 	}
-	if out, err := exec.Command(h.Own.bwrap, "--version").Output(); err == nil {
-		h.Own.version = strings.TrimSpace(string(out))
+	var out bytes.Buffer
+	cmd := exec.Command(h.Own.bwrap, "--version")
+	cmd.Stdout = &out
+	proc.PrivateStdio(cmd)
+	if cmd.Run() == nil {
+		h.Own.version = strings.TrimSpace(out.String())
 	}
 	h.OpenCgroups()
 	if h.Own.filter, err = seccomp.Bytes(); err != nil {
@@ -118,6 +124,9 @@ func (b *Backend) probe(h *host) error {
 		return err
 	}
 	if err := h.OpenBase(); err != nil {
+		return err
+	}
+	if err := h.OpenDevices(); err != nil {
 		return err
 	}
 	cu.Release()

@@ -178,9 +178,12 @@ func (b *Backend) helper(ctx context.Context, c *ctr, args []string, stdin io.Re
 	cmd := []string{"/usr/bin/env", "-i", "PATH=" + sandboxPATH, "LC_ALL=C",
 		"timeout", "-s", "KILL", strconv.Itoa(int((timeout + 5*time.Second) / time.Second))}
 	cmd = append(cmd, args...)
+	// Stdin is always attached (and closed at once when there is none):
+	// an exec without one gets the host's /dev/null from the runtime's
+	// shim, and runsc (docker.runtime) chowns it to the sandbox's user.
 	ex, err := b.cli.ExecCreate(tctx, c.id, client.ExecCreateOptions{
 		Cmd: cmd, User: sandboxUser, WorkingDir: workDir,
-		AttachStdin: stdin != nil, AttachStdout: true, AttachStderr: true,
+		AttachStdin: true, AttachStdout: true, AttachStderr: true,
 	})
 	if err != nil {
 		return -1, "", b.helperFailed(ctx, tctx, c, err, "creating an exec in")
@@ -198,6 +201,7 @@ func (b *Backend) helper(ctx context.Context, c *ctr, args []string, stdin io.Re
 			hj.CloseWrite()
 		}()
 	} else {
+		hj.CloseWrite()
 		close(fed)
 	}
 	errs := sandbox.NewCapture(4*sandbox.KiB, nil, nil)

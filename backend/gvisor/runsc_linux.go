@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/execbox/execbox/internal/proc"
 	"github.com/execbox/execbox/sandbox"
 )
 
@@ -70,11 +71,13 @@ func findRunsc(path string) (*runsc, error) {
 	// `runsc flags` prints to stderr.
 	cmd := exec.Command(r.path, "flags")
 	cmd.Env = []string{}
-	out, err = cmd.CombinedOutput()
-	if err != nil {
-		return nil, fmt.Errorf("listing runsc's flags: %w: %s", err, out)
+	var flags bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &flags, &flags
+	proc.PrivateStdio(cmd)
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("listing runsc's flags: %w: %s", err, flags.Bytes())
 	}
-	r.flags = parseFlags(out)
+	r.flags = parseFlags(flags.Bytes())
 	if err := r.check(); err != nil {
 		return nil, err
 	}
@@ -157,13 +160,13 @@ func (r *runsc) output(args ...string) ([]byte, error) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, r.path, args...)
 	cmd.Env = []string{}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return out, fmt.Errorf("%w: %s", err, strings.TrimSpace(stderr.String()))
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	proc.PrivateStdio(cmd)
+	if err := cmd.Run(); err != nil {
+		return stdout.Bytes(), fmt.Errorf("%w: %s", err, strings.TrimSpace(stderr.String()))
 	}
-	return out, nil
+	return stdout.Bytes(), nil
 }
 
 // dirs are one sandbox's runsc paths.

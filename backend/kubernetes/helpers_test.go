@@ -26,7 +26,8 @@ import (
 var testNS = cmp.Or(os.Getenv("EXECBOX_K8S_TEST_NS"), fmt.Sprintf("execbox-test-%d", os.Getpid()))
 
 func TestMain(m *testing.M) {
-	code := m.Run()
+	code := testutil.RunKeepingDevNull(m) // the gVisor RuntimeClass's shim starts runsc
+
 	if nsMade && os.Getenv("EXECBOX_K8S_TEST_NS") == "" {
 		b := &Backend{cfg: *DefaultConfig()}
 		b.cfg.Namespace, b.cfg.Kubeconfig = testNS, os.Getenv("KUBECONFIG")

@@ -31,7 +31,7 @@ func TestMain(m *testing.M) {
 		os.RemoveAll(dir)
 		os.Exit(1)
 	}
-	code := m.Run()
+	code := testutil.RunKeepingDevNull(m)
 	if shared != nil {
 		shared.Close()
 	}

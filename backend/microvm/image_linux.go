@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/execbox/execbox/internal/proc"
 	"io"
 	"os"
 	"os/exec"
@@ -177,6 +178,7 @@ func unxz(b []byte) ([]byte, error) {
 	cmd.Stdin = bytes.NewReader(b)
 	var out bytes.Buffer
 	cmd.Stdout = &out
+	proc.PrivateStdio(cmd)
 	if err := cmd.Run(); err != nil && out.Len() == 0 {
 		return nil, fmt.Errorf("xz (Debian's xz-utils): %w", err)
 	}

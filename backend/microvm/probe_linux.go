@@ -1,6 +1,7 @@
 package microvm
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/execbox/execbox/backend/internal/hostbase"
 	"github.com/execbox/execbox/backend/internal/warm"
+	"github.com/execbox/execbox/internal/proc"
 	"github.com/execbox/execbox/sandbox"
 )
 
@@ -112,11 +114,14 @@ func (b *Backend) probe(h *host) error {
 	if h.Own.guest, err = findGuest(b.cfg.Guest); err != nil {
 		return err
 	}
-	out, err := exec.Command(q, "--version").Output()
-	if err != nil {
+	var out bytes.Buffer
+	cmd := exec.Command(q, "--version")
+	cmd.Stdout = &out
+	proc.PrivateStdio(cmd)
+	if err := cmd.Run(); err != nil {
 		return fmt.Errorf("%s --version: %w", q, err)
 	}
-	h.Own.version, _, _ = strings.Cut(strings.TrimSpace(string(out)), "\n")
+	h.Own.version, _, _ = strings.Cut(strings.TrimSpace(out.String()), "\n")
 	if h.Own.img, err = prepareImage(b.cfg.Kernel, h.Own.guest, b.cfg.Cache); err != nil {
 		return err
 	}
@@ -243,7 +248,9 @@ func (b *Backend) slowdown(h *host) string {
 	}
 	const loop = `i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done`
 	t0 := time.Now()
-	if err := exec.Command("/bin/sh", "-c", loop).Run(); err != nil {
+	sh := exec.Command("/bin/sh", "-c", loop)
+	proc.PrivateStdio(sh)
+	if err := sh.Run(); err != nil {
 		return "slower (not measured: " + err.Error() + ")"
 	}
 	native := time.Since(t0)

@@ -19,6 +19,7 @@ import (
 	"github.com/execbox/execbox/internal/cgroups"
 	"github.com/execbox/execbox/internal/guest"
 	"github.com/execbox/execbox/internal/hostview"
+	"github.com/execbox/execbox/internal/proc"
 	"github.com/execbox/execbox/internal/workdir"
 	"github.com/execbox/execbox/sandbox"
 )
@@ -79,6 +80,7 @@ func (b *Backend) boot(ctx context.Context, h *host, accel string, sh shape, vie
 	m.cmd = exec.Command(h.Own.qemu, qemuArgs(h, accel, sh, m.dir)...)
 	m.cmd.Env = []string{}
 	m.cmd.Stdout, m.cmd.Stderr = m.console, m.console
+	proc.PrivateStdio(m.cmd)
 	m.cmd.SysProcAttr = &syscall.SysProcAttr{
 		// QEMU sees no host network, IPC or processes; it drops to nobody
 		// (-runas) and filters its syscalls (-sandbox) once it has opened

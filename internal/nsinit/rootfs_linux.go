@@ -199,8 +199,12 @@ func mountDev(root string, devices []string, links []Symlink) error {
 		"mode=0755,size=64k,nr_inodes=64"); err != nil {
 		return err
 	}
+	// Read-only binds: a program writes and reads a device (a device
+	// node's data is not its file system's), but cannot chmod, chown or
+	// touch the host's node, whoever owns it (runtimes such as runsc
+	// chown the stdio files they are handed to the sandbox's user).
 	for _, d := range devices {
-		if err := bind(root, Bind{Source: "/dev/" + d, Target: "/dev/" + d, Writable: true, Dev: true, Optional: true}); err != nil {
+		if err := bind(root, Bind{Source: "/dev/" + d, Target: "/dev/" + d, Dev: true, Optional: true}); err != nil {
 			return err
 		}
 	}

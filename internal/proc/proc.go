@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -91,15 +92,21 @@ func Run(ctx context.Context, cmd *exec.Cmd, o Options) (*Outcome, error) {
 	}
 	parentEnds, childEnds = append(parentEnds, errR), append(childEnds, errW)
 	cmd.Stdout, cmd.Stderr = outW, errW
-	var inW *os.File
-	if o.Stdin != nil {
-		inR, w, err := pipe()
-		if err != nil {
-			return nil, fmt.Errorf("creating stdin pipe: %w", err)
-		}
-		inW = w
-		parentEnds, childEnds = append(parentEnds, inW), append(childEnds, inR)
-		cmd.Stdin = inR
+	// Stdin is always a pipe of its own, empty and closed when there is no
+	// input: a nil one would be the host's /dev/null, which a runtime such
+	// as runsc chowns to the sandbox's user, and a program could then
+	// chmod through /proc/self/fd/0.
+	inR, inW, err := pipe()
+	if err != nil {
+		return nil, fmt.Errorf("creating stdin pipe: %w", err)
+	}
+	childEnds = append(childEnds, inR)
+	cmd.Stdin = inR
+	if o.Stdin == nil {
+		inW.Close() // the program reads EOF
+		inW = nil
+	} else {
+		parentEnds = append(parentEnds, inW)
 	}
 
 	start := time.Now()
@@ -240,4 +247,21 @@ func (o *Outcome) Usage() sandbox.Usage {
 // output limit) rather than the program ending by itself.
 func (o *Outcome) Killed() bool {
 	return o.Reason == sandbox.ReasonTimeout || o.Reason == sandbox.ReasonCanceled || o.Reason == sandbox.ReasonOutputLimit
+}
+
+// PrivateStdio gives cmd a stream of its own for each of stdin, stdout
+// and stderr it has none for: stdin reads EOF, output is dropped. os/exec
+// would hand the child the host's /dev/null instead, and a runtime (runsc)
+// chowns the stdio files it is handed to its sandbox's user. Every child a
+// backend starts gets private streams, this way or from Run.
+func PrivateStdio(cmd *exec.Cmd) {
+	if cmd.Stdin == nil {
+		cmd.Stdin = strings.NewReader("")
+	}
+	if cmd.Stdout == nil {
+		cmd.Stdout = io.Discard
+	}
+	if cmd.Stderr == nil {
+		cmd.Stderr = io.Discard
+	}
 }

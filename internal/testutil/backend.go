@@ -10,12 +10,22 @@ import (
 )
 
 // MustNew builds a backend with newB for settings s, failing the test on
-// an error; B is the backend's own type.
+// an error; B is the backend's own type. A backend that holds host
+// resources (a sandbox.Closer) is closed when the test ends.
 func MustNew[B sandbox.Backend](t testing.TB, newB func(sandbox.Settings) (sandbox.Backend, error), s sandbox.Settings) B {
 	t.Helper()
 	b, err := newB(s)
 	if err != nil {
 		t.Fatalf("New: %v", err)
+	}
+	if c, ok := b.(sandbox.Closer); ok {
+		// What the backend holds for its sandboxes (its base dir and the
+		// mounts in it) goes when the test ends, as at a server's stop.
+		t.Cleanup(func() {
+			if err := c.Close(); err != nil {
+				t.Errorf("closing the %s backend: %v", b.Name(), err)
+			}
+		})
 	}
 	return b.(B)
 }
@@ -51,6 +61,9 @@ func Registered(t *testing.T, name string, s sandbox.Settings, iso sandbox.Isola
 	b, err := r.New(s)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if c, ok := b.(sandbox.Closer); ok {
+		t.Cleanup(func() { c.Close() })
 	}
 	res, err := sandbox.Run(t.Context(), b, sandbox.Spec{}, &sandbox.Process{Args: []string{"python3", "-c", "print(1)"}})
 	if err != nil || !res.Succeeded() || res.Stdout != "1\n" || res.Backend != name || res.Isolation != iso {

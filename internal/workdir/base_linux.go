@@ -125,11 +125,12 @@ func reconcileAt(fd int, root string) ([]string, error) {
 
 // Close removes the base with everything in it, and the work root when
 // nothing else is left in it. Every sandbox under the base must be closed
-// first. The error is the one os.RemoveAll returned.
+// first. A mount left below it (a backend's own, such as its device nodes)
+// is detached first.
 func (d *Base) Close() error {
 	if d.Path != "" {
 		liveBases.Delete(d.Path)
-		if err := os.RemoveAll(d.Path); err != nil {
+		if err := RemoveTree(d.Path); err != nil {
 			return err
 		}
 	}

@@ -147,6 +147,7 @@ func Run(t *testing.T, b sandbox.Backend, opts ...Option) {
 	s.run(t, "syscalls", s.testSyscalls)
 	s.run(t, "fs", s.testFS)
 	s.run(t, "io", s.testIO)
+	s.run(t, "devices", s.testDevices)
 	s.run(t, "session", s.testSession)
 	s.run(t, "agent", s.testAgent)
 	s.run(t, "leaks", s.testLeaks)

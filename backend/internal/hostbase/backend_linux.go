@@ -10,7 +10,10 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/execbox/execbox/internal/cgroups"
+	"github.com/execbox/execbox/internal/hostview"
 	"github.com/execbox/execbox/internal/workdir"
 	"github.com/execbox/execbox/sandbox"
 )
@@ -272,6 +275,9 @@ type Host[F any] struct {
 	Mechanisms map[string]string
 	// Base is this process's directory under the work root.
 	Base string
+	// Devices is the directory of the device nodes a sandbox's /dev binds
+	// (OpenDevices); "" when the backend binds none of its own.
+	Devices string
 	// UID and GID are the program's ids on the host (UID and GID unless
 	// rootless).
 	UID, GID int
@@ -330,6 +336,43 @@ func (h *Host[F]) OpenBase() error {
 
 // WorkRoot is the backend's directory under the work root.
 func (h *Host[F]) WorkRoot() string { return h.root }
+
+// OpenDevices makes Base/dev: a small tmpfs, read-only once made (and
+// nosuid, noexec), holding device nodes of execbox's own — root's, 0666 —
+// for the nodes hostview.Devices names, which a sandbox's /dev binds
+// instead of the host's. A host's node may come to belong to a sandbox's
+// user (runsc chowns the stdio files it is handed, /dev/null among them),
+// and a sandbox must never hold a host inode it could then chmod; these
+// belong to root, and their file system cannot change. Root only. The
+// directory goes with the base: Close and Reconcile unmount it.
+func (h *Host[F]) OpenDevices() error {
+	dir := filepath.Join(h.Base, "dev")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return fmt.Errorf("making the sandboxes' device nodes: %w", err)
+	}
+	const flags = unix.MS_NOSUID | unix.MS_NOEXEC
+	if err := unix.Mount("tmpfs", dir, "tmpfs", flags, "mode=0755,size=16k,nr_inodes=16"); err != nil {
+		return fmt.Errorf("mounting the sandboxes' device nodes: %w", err)
+	}
+	for _, d := range hostview.Devices {
+		var st unix.Stat_t
+		if err := unix.Stat("/dev/"+d, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFCHR {
+			return fmt.Errorf("the host's /dev/%s is not a character device (%v)", d, err)
+		}
+		p := filepath.Join(dir, d)
+		if err := unix.Mknod(p, unix.S_IFCHR|0o666, int(st.Rdev)); err != nil {
+			return fmt.Errorf("making the sandboxes' /dev/%s: %w", d, err)
+		}
+		if err := unix.Chmod(p, 0o666); err != nil { // past the umask
+			return fmt.Errorf("making the sandboxes' /dev/%s: %w", d, err)
+		}
+	}
+	if err := unix.Mount("", dir, "", unix.MS_REMOUNT|unix.MS_RDONLY|flags, ""); err != nil {
+		return fmt.Errorf("making the sandboxes' device nodes read-only: %w", err)
+	}
+	h.Devices = dir
+	return nil
+}
 
 // Interface guards.
 var (
