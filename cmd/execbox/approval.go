@@ -26,6 +26,7 @@ http://127.0.0.1:8080.
   execbox approval deny 3f9c… --reason "not during the freeze"`,
 	}
 	cmd.PersistentFlags().StringVar(&f.remote, "server", defaultServer(), "the execbox server's URL")
+	cmd.PersistentFlags().BoolVar(&f.asJSON, "json", false, "print the approvals, and a refusal, as JSON")
 	list := &cobra.Command{
 		Use:   "list",
 		Short: "List the held executions, oldest first",
@@ -53,7 +54,6 @@ http://127.0.0.1:8080.
 			return tw.Flush()
 		},
 	}
-	list.Flags().BoolVar(&f.asJSON, "json", false, "print the approvals as JSON")
 	decide := func(use, short string, approve bool) *cobra.Command {
 		var reason string
 		c := &cobra.Command{

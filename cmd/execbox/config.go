@@ -23,7 +23,7 @@ func newConfigCmd(g *globals) *cobra.Command {
 			return config.Print(os.Stdout, cfg, prov, asJSON)
 		},
 	}
-	print.Flags().BoolVar(&asJSON, "json", false, "print as JSON")
+	cmd.PersistentFlags().BoolVar(&asJSON, "json", false, "print as JSON")
 	cmd.AddCommand(print)
 	return cmd
 }

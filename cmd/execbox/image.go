@@ -18,7 +18,6 @@ func newImageCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "image",
 		Short: "Build the docker backend's sandbox images",
-		Args:  cobra.NoArgs,
 	}
 	var offline bool
 	var tag, root string

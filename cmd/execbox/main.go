@@ -3,9 +3,12 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -27,7 +30,7 @@ func main() {
 func execute(args []string) int {
 	root := newRoot()
 	root.SetArgs(args)
-	err := root.Execute()
+	cmd, err := root.ExecuteC()
 	var ee exitError
 	switch {
 	case err == nil:
@@ -35,6 +38,10 @@ func execute(args []string) int {
 	case errors.As(err, &ee):
 		return ee.code
 	default:
+		// A command given --json answers a refusal as JSON on stdout too.
+		if f := cmd.Flags().Lookup("json"); f != nil && f.Value.String() == "true" {
+			writeJSONError(os.Stdout, err)
+		}
 		fmt.Fprintf(os.Stderr, "execbox: %v\n", err)
 		if code := sandbox.CodeOf(err); code != "" && errors.Is(err, sandbox.KindOf(err)) {
 			fmt.Fprintf(os.Stderr, "execbox: error code %s\n", code)
@@ -62,5 +69,78 @@ func newRoot() *cobra.Command {
 	root.PersistentFlags().StringVar(&g.configPath, "config", "", "configuration file (default $EXECBOX_CONFIG)")
 	root.PersistentFlags().StringArrayVar(&g.set, "set", nil, "set a configuration key, e.g. --set limits.memory=512m (repeatable)")
 	root.AddCommand(newRunCmd(g), newFnCmd(g), newLintCmd(g), newDoctorCmd(g), newConfigCmd(g), newImageCmd(g), newVersionCmd(), newServeCmd(g), newAuditCmd(g), newMCPCmd(g), newSessionCmd(), newApprovalCmd(), newToolCmd(g), newBenchCmd(g))
+	// Added here rather than by Execute, so that strict sees it too.
+	root.InitDefaultCompletionCmd()
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
+		return sandbox.Errorf(sandbox.ErrInvalid, "flag_invalid", "%w", err)
+	})
+	strict(root)
 	return root
+}
+
+// strict makes every command under c refuse what it cannot do, as the top
+// level refuses an unknown command (cobra would print a group's help and
+// exit 0, so a mistyped subcommand read as success): a group, a command
+// with subcommands and no action of its own, refuses an unknown
+// subcommand (command_unknown, with cobra's suggestions) and flags without
+// a subcommand (command_missing), and prints its help only when named
+// bare; a failed argument check of any command is args_invalid.
+func strict(c *cobra.Command) {
+	switch {
+	case c.HasSubCommands() && !c.Runnable():
+		c.Args = knownSubcommand
+		c.RunE = func(c *cobra.Command, _ []string) error {
+			if c.Flags().NFlag() > 0 {
+				var names []string
+				for _, s := range c.Commands() {
+					if s.IsAvailableCommand() {
+						names = append(names, s.Name())
+					}
+				}
+				return sandbox.Errorf(sandbox.ErrInvalid, "command_missing", "%s needs a command: %s", c.CommandPath(), strings.Join(names, ", "))
+			}
+			return c.Help()
+		}
+	case c.Args != nil:
+		check := c.Args
+		c.Args = func(c *cobra.Command, args []string) error {
+			err := check(c, args)
+			var typed *sandbox.Error
+			if err != nil && !errors.As(err, &typed) {
+				return sandbox.Errorf(sandbox.ErrInvalid, "args_invalid", "%w", err)
+			}
+			return err
+		}
+	}
+	for _, s := range c.Commands() {
+		strict(s)
+	}
+}
+
+// knownSubcommand is a group's argument check: it runs only when no
+// subcommand matched, so any argument is an unknown one.
+func knownSubcommand(c *cobra.Command, args []string) error {
+	if len(args) == 0 {
+		return nil
+	}
+	hint := "see " + c.CommandPath() + " --help"
+	if c.SuggestionsMinimumDistance <= 0 {
+		c.SuggestionsMinimumDistance = 2 // cobra's default, which only its own message applies
+	}
+	if s := c.SuggestionsFor(args[0]); len(s) > 0 {
+		hint = "did you mean " + strings.Join(s, " or ") + "?"
+	}
+	return sandbox.Errorf(sandbox.ErrInvalid, "command_unknown", "unknown command %q for %q; %s", args[0], c.CommandPath(), hint)
+}
+
+// writeJSONError writes a refusal as {"error": {"code", "message"}} on w,
+// so a caller reading --json output always gets a JSON document.
+func writeJSONError(w io.Writer, err error) {
+	type jsonError struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	}
+	json.NewEncoder(w).Encode(struct {
+		Error jsonError `json:"error"`
+	}{jsonError{Code: sandbox.CodeOf(err), Message: err.Error()}})
 }

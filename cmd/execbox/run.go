@@ -71,11 +71,7 @@ a limit flag given must be above zero.`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			err := runAt(cmd.Context(), g, f, remote, args)
-			if f.jsonOut {
-				writeJSONError(os.Stdout, err)
-			}
-			return err
+			return runAt(cmd.Context(), g, f, remote, args)
 		},
 	}
 	f.set = func(name string) bool { return cmd.Flags().Changed(name) }
@@ -433,23 +429,6 @@ func reportTruncation(res *sandbox.Result) {
 		}
 		fmt.Fprintf(os.Stderr, "execbox: run ended: %s%s\n", res.Reason, msg)
 	}
-}
-
-// writeJSONError writes a refusal as {"error": {"code", "message"}} on w,
-// so a caller reading --json output always gets a JSON document. A run
-// that ended (an exitError) wrote its result already.
-func writeJSONError(w io.Writer, err error) {
-	var ee exitError
-	if err == nil || errors.As(err, &ee) {
-		return
-	}
-	type jsonError struct {
-		Code    string `json:"code"`
-		Message string `json:"message"`
-	}
-	json.NewEncoder(w).Encode(struct {
-		Error jsonError `json:"error"`
-	}{jsonError{Code: sandbox.CodeOf(err), Message: err.Error()}})
 }
 
 func isTerminal(f *os.File) bool {
