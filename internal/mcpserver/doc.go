@@ -13,7 +13,9 @@
 // that calls the handler), so admission, limits, maximums, per-token
 // shares and the audit log apply to it exactly as to /v1/runs and
 // /v1/functions. An execbox error is a tool error (isError) whose text
-// starts with the stable code; a program that failed is a result.
+// starts with the stable code; a program that failed is a result. Tool
+// arguments that give a key twice are refused (invalid_request, naming
+// the key), as the API refuses such a body (internal/strictjson).
 // Output is cut to what fits an LLM's context (MaxText per stream, the
 // truncation flags set). While a call runs, a client that sent a progress
 // token gets a progress notification every second; a cancelled call

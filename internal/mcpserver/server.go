@@ -15,6 +15,7 @@ import (
 
 	v1 "github.com/execbox/execbox/api/v1"
 	"github.com/execbox/execbox/client"
+	"github.com/execbox/execbox/internal/strictjson"
 	"github.com/execbox/execbox/sandbox"
 )
 
@@ -56,7 +57,24 @@ func New(o Options) *mcp.Server {
 		"Returns diagnostics with 1-based lines and 0-based columns; none means valid."}, t.lint)
 	addSessionTools(s, t)
 	addToolTools(s, t)
+	s.AddReceivingMiddleware(strictArguments)
 	return s
+}
+
+// strictArguments refuses a tool call whose arguments give a key twice
+// (or nest too deep), as the API refuses such a body: the SDK would keep
+// one of them.
+func strictArguments(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if call, ok := req.(*mcp.CallToolRequest); ok && call.Params != nil {
+			if err := strictjson.Check(call.Params.Arguments, nil); err != nil {
+				res := &mcp.CallToolResult{}
+				res.SetError(fmt.Errorf("%s: %w", v1.CodeInvalidRequest, err))
+				return res, nil
+			}
+		}
+		return next(ctx, method, req)
+	}
 }
 
 // HTTPHandler serves s over streamable HTTP, stateless: no session is
