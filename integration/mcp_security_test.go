@@ -4,14 +4,38 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/execbox/execbox/internal/mcpserver"
 )
 
 // Issue 33, "Trust first", over MCP: an adapter adds no policy and loses
 // none of the API's.
+
+// TestMCPBearerScheme: an Authorization scheme in any case is accepted
+// over MCP as over the API (HTTP's schemes are case-insensitive): the tool
+// call's own request to the API carries the header as it came.
+func TestMCPBearerScheme(t *testing.T) {
+	s := startServer(t, append(slices.Clone(localServe), "EXECBOX_TOKEN=mcp-secret"))
+	for _, scheme := range []string{"bearer", "BEARER", "bEaReR"} {
+		if st, _, body := s.raw("GET", "/v1/sessions", "", "Authorization", scheme+" mcp-secret"); st != 200 {
+			t.Fatalf("the API with %q: %d %s", scheme, st, body)
+		}
+		cs := mcpConnect(t, s, scheme+" mcp-secret")
+		var out mcpserver.RunOutput
+		if res := mcpCall(t, cs, "run_command", map[string]any{"command": []string{"echo", "hi"}}, &out); res.IsError || out.Stdout != "hi\n" {
+			t.Errorf("run_command with %q: %s %+v", scheme, toolText(res), out)
+		}
+	}
+	if cs, err := mcpDial(t, s, "bearer wrong"); err == nil {
+		cs.Close()
+		t.Error("connected with a wrong token")
+	}
+}
 
 // TestMCPDuplicateKeys: tool arguments that give a key twice are refused
 // before anything runs, naming the key as the API does for such a body

@@ -10,9 +10,10 @@
 //
 // It is an adapter and holds no policy: every tool call is an in-process
 // request to the HTTP API's own handler (the Go client over a transport
-// that calls the handler), so admission, limits, maximums, per-token
-// shares and the audit log apply to it exactly as to /v1/runs and
-// /v1/functions. An execbox error is a tool error (isError) whose text
+// that calls the handler), with the MCP request's Authorization header as
+// it came, so authentication, admission, limits, maximums, the guard,
+// per-token shares and the audit log apply to it exactly as to /v1/runs
+// and /v1/functions. An execbox error is a tool error (isError) whose text
 // starts with the stable code; a program that failed is a result. Tool
 // arguments that give a key twice are refused (invalid_request, naming
 // the key), as the API refuses such a body (internal/strictjson).

@@ -165,22 +165,29 @@ type LintOutput struct {
 type tools struct{ o Options }
 
 // client is the Go client over the API's handler, in-process, with the
-// caller's token when the call came over HTTP with one.
+// caller's Authorization header when the call came over HTTP with one.
 func (t *tools) client(req *mcp.CallToolRequest) (*client.Client, error) {
-	opts := []client.Option{client.WithHTTPClient(&http.Client{Transport: inProcess{t.o.API}})}
+	tr := inProcess{h: t.o.API}
 	if req.Extra != nil && req.Extra.Header != nil {
-		if tok, ok := strings.CutPrefix(req.Extra.Header.Get("Authorization"), "Bearer "); ok {
-			opts = append(opts, client.WithToken(tok))
-		}
+		tr.auth = req.Extra.Header.Get("Authorization")
 	}
-	return client.New("http://localhost", opts...)
+	return client.New("http://localhost", client.WithHTTPClient(&http.Client{Transport: tr}))
 }
 
 // inProcess is a RoundTripper that answers with the API's handler itself.
-type inProcess struct{ h http.Handler }
+type inProcess struct {
+	h http.Handler
+	// auth is the MCP request's Authorization header, passed on as it
+	// came: the API parses it as it parses any.
+	auth string
+}
 
 func (p inProcess) RoundTrip(r *http.Request) (_ *http.Response, err error) {
+	r = r.Clone(r.Context())
 	r.RemoteAddr = "127.0.0.1:0"
+	if p.auth != "" {
+		r.Header.Set("Authorization", p.auth)
+	}
 	rec := httptest.NewRecorder()
 	// A handler that cuts its answer short (http.ErrAbortHandler, as a
 	// download that fails midway does) is a failed request here too.
