@@ -6,15 +6,58 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/execbox/execbox/internal/mcpserver"
+	"github.com/execbox/execbox/sandbox"
 )
 
 // Issue 33, "Trust first", over MCP: an adapter adds no policy and loses
 // none of the API's.
+
+// TestMCPMemoryBounded: six concurrent session_exec calls each printing
+// 16 MiB of NULs (96 MiB of JSON each) grow `execbox serve` by no more than
+// REST's bound (TestServeMemoryBounded: 2 × the result memory reserved +
+// 64 MiB). The model sees MaxText of each; the rest is never held. Before
+// the fix the in-process answers were buffered whole and decoded again:
+// the server peaked at 1.4 GB from 52 MiB (REST, the same calls: 250 MiB).
+func TestMCPMemoryBounded(t *testing.T) {
+	requirePython(t)
+	const calls, output = 6, 16 << 20
+	s := startServer(t, append(slices.Clone(localServe), "EXECBOX_LIMITS_OUTPUT=16m",
+		"EXECBOX_SERVER_MAX_RUNS=8", "EXECBOX_SERVER_MAX_RESULT_MEMORY=512m"))
+	cs := mcpConnect(t, s, "")
+	var ids []string
+	for range calls {
+		var sess mcpserver.SessionOutput
+		if res := mcpCall(t, cs, "session_open", map[string]any{}, &sess); res.IsError {
+			t.Fatalf("session_open: %s", toolText(res))
+		}
+		ids = append(ids, sess.SessionID)
+	}
+	base, _ := memStatus(t, s.cmd.Process.Pid)
+	var wg sync.WaitGroup
+	for _, id := range ids {
+		wg.Go(func() {
+			var out mcpserver.RunOutput
+			res := mcpCall(t, cs, "session_exec", map[string]any{"session_id": id, "command": []string{"head", "-c", "16777216", "/dev/zero"}}, &out)
+			if res.IsError || out.Reason != "exited" || out.ExitCode != 0 || !out.StdoutTruncated || out.Stdout != strings.Repeat("\x00", mcpserver.DefaultMaxText) {
+				t.Errorf("session_exec: %s: %s, exit %d, %d bytes, truncated %v", toolText(res), out.Reason, out.ExitCode, len(out.Stdout), out.StdoutTruncated)
+			}
+		})
+	}
+	wg.Wait()
+	hwm, rss := memStatus(t, s.cmd.Process.Pid)
+	reserved := int64(calls * (2*output + sandbox.Defaults.ArtifactBytes))
+	bound := base + 2*reserved + 64<<20
+	t.Logf("VmHWM %d MiB (VmRSS %d MiB) from a baseline of %d MiB; bound %d MiB (%d MiB reserved)", hwm>>20, rss>>20, base>>20, bound>>20, reserved>>20)
+	if hwm > bound {
+		t.Errorf("the server's memory peaked at %d MiB, over the bound of %d MiB", hwm>>20, bound>>20)
+	}
+}
 
 // TestMCPBearerScheme: an Authorization scheme in any case is accepted
 // over MCP as over the API (HTTP's schemes are case-insensitive): the tool
