@@ -110,9 +110,10 @@ func TestMCPHTTP(t *testing.T) {
 	requirePython(t)
 	s := startServer(t, append(localServe, "EXECBOX_TOKEN=mcp-secret"))
 	connect := func(token string) (*mcp.ClientSession, error) {
-		hc := &http.Client{Transport: bearer{token, http.DefaultTransport}}
-		c := mcp.NewClient(&mcp.Implementation{Name: "execbox-test", Version: "1"}, nil)
-		return c.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: s.url + "/mcp", HTTPClient: hc, MaxRetries: -1}, nil)
+		if token != "" {
+			token = "Bearer " + token
+		}
+		return mcpDial(t, s, token)
 	}
 	if cs, err := connect(""); err == nil {
 		cs.Close()
@@ -141,17 +142,57 @@ func TestMCPHTTP(t *testing.T) {
 	}
 }
 
-type bearer struct {
-	token string
+// mcpDial connects an MCP client to the server's /mcp, sending the
+// Authorization header authz (none when empty).
+func mcpDial(t *testing.T, s *server, authz string) (*mcp.ClientSession, error) {
+	t.Helper()
+	tr := &http.Transport{}
+	t.Cleanup(tr.CloseIdleConnections)
+	hc := &http.Client{Transport: authorization{authz, tr}}
+	c := mcp.NewClient(&mcp.Implementation{Name: "execbox-test", Version: "1"}, nil)
+	return c.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: s.url + "/mcp", HTTPClient: hc, MaxRetries: -1}, nil)
+}
+
+// mcpConnect is mcpDial that must succeed; the session closes at cleanup.
+func mcpConnect(t *testing.T, s *server, authz string) *mcp.ClientSession {
+	t.Helper()
+	cs, err := mcpDial(t, s, authz)
+	if err != nil {
+		t.Fatalf("connecting to /mcp: %v", err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
+// authorization sets each request's Authorization header (none when
+// empty).
+type authorization struct {
+	value string
 	next  http.RoundTripper
 }
 
-func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
-	if b.token != "" {
+func (a authorization) RoundTrip(r *http.Request) (*http.Response, error) {
+	if a.value != "" {
 		r = r.Clone(r.Context())
-		r.Header.Set("Authorization", "Bearer "+b.token)
+		r.Header.Set("Authorization", a.value)
 	}
-	return b.next.RoundTrip(r)
+	return a.next.RoundTrip(r)
+}
+
+// mcpCall calls a tool; out, when set, gets its structured result.
+func mcpCall(t *testing.T, cs *mcp.ClientSession, name string, args, out any) *mcp.CallToolResult {
+	t.Helper()
+	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: name, Arguments: args})
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	if out != nil && res.StructuredContent != nil {
+		b, _ := json.Marshal(res.StructuredContent)
+		if err := json.Unmarshal(b, out); err != nil {
+			t.Fatalf("%s: %v: %s", name, err, b)
+		}
+	}
+	return res
 }
 
 // checkMCPTools lists the tools and calls each.
@@ -176,17 +217,7 @@ func checkMCPTools(t *testing.T, cs *mcp.ClientSession) {
 	}
 	call := func(name string, args map[string]any, out any) *mcp.CallToolResult {
 		t.Helper()
-		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		if out != nil && res.StructuredContent != nil {
-			b, _ := json.Marshal(res.StructuredContent)
-			if err := json.Unmarshal(b, out); err != nil {
-				t.Fatalf("%s: %v: %s", name, err, b)
-			}
-		}
-		return res
+		return mcpCall(t, cs, name, args, out)
 	}
 	var run mcpserver.RunOutput
 	res := call("run_command", map[string]any{"command": []string{"sh", "-c", "echo hi; echo err >&2; exit 3"}}, &run)

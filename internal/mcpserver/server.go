@@ -5,16 +5,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
-	"net/http/httptest"
-	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	v1 "github.com/execbox/execbox/api/v1"
 	"github.com/execbox/execbox/client"
+	"github.com/execbox/execbox/internal/strictjson"
 	"github.com/execbox/execbox/sandbox"
 )
 
@@ -56,7 +55,24 @@ func New(o Options) *mcp.Server {
 		"Returns diagnostics with 1-based lines and 0-based columns; none means valid."}, t.lint)
 	addSessionTools(s, t)
 	addToolTools(s, t)
+	s.AddReceivingMiddleware(strictArguments)
 	return s
+}
+
+// strictArguments refuses a tool call whose arguments give a key twice
+// (or nest too deep), as the API refuses such a body: the SDK would keep
+// one of them.
+func strictArguments(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if call, ok := req.(*mcp.CallToolRequest); ok && call.Params != nil {
+			if err := strictjson.Check(call.Params.Arguments, nil); err != nil {
+				res := &mcp.CallToolResult{}
+				res.SetError(fmt.Errorf("%s: %w", v1.CodeInvalidRequest, err))
+				return res, nil
+			}
+		}
+		return next(ctx, method, req)
+	}
 }
 
 // HTTPHandler serves s over streamable HTTP, stateless: no session is
@@ -147,35 +163,15 @@ type LintOutput struct {
 type tools struct{ o Options }
 
 // client is the Go client over the API's handler, in-process, with the
-// caller's token when the call came over HTTP with one.
-func (t *tools) client(req *mcp.CallToolRequest) (*client.Client, error) {
-	opts := []client.Option{client.WithHTTPClient(&http.Client{Transport: inProcess{t.o.API}})}
+// caller's Authorization header when the call came over HTTP with one.
+// out, when set, takes the output of a run's answer (see lean): only a
+// run's or an exec's call passes it.
+func (t *tools) client(req *mcp.CallToolRequest, out *output) (*client.Client, error) {
+	tr := inProcess{h: t.o.API, out: out}
 	if req.Extra != nil && req.Extra.Header != nil {
-		if tok, ok := strings.CutPrefix(req.Extra.Header.Get("Authorization"), "Bearer "); ok {
-			opts = append(opts, client.WithToken(tok))
-		}
+		tr.auth = req.Extra.Header.Get("Authorization")
 	}
-	return client.New("http://localhost", opts...)
-}
-
-// inProcess is a RoundTripper that answers with the API's handler itself.
-type inProcess struct{ h http.Handler }
-
-func (p inProcess) RoundTrip(r *http.Request) (_ *http.Response, err error) {
-	r.RemoteAddr = "127.0.0.1:0"
-	rec := httptest.NewRecorder()
-	// A handler that cuts its answer short (http.ErrAbortHandler, as a
-	// download that fails midway does) is a failed request here too.
-	defer func() {
-		if v := recover(); v != nil {
-			if v != http.ErrAbortHandler {
-				panic(v)
-			}
-			err = fmt.Errorf("%s %s: the answer was cut short", r.Method, r.URL.Path)
-		}
-	}()
-	p.h.ServeHTTP(rec, r)
-	return rec.Result(), nil
+	return client.New("http://localhost", client.WithHTTPClient(&http.Client{Transport: tr}))
 }
 
 func (t *tools) runCommand(ctx context.Context, req *mcp.CallToolRequest, in RunCommandInput) (*mcp.CallToolResult, RunOutput, error) {
@@ -189,7 +185,8 @@ func (t *tools) runCode(ctx context.Context, req *mcp.CallToolRequest, in RunCod
 }
 
 func (t *tools) run(ctx context.Context, req *mcp.CallToolRequest, r *v1.RunRequest) (*mcp.CallToolResult, RunOutput, error) {
-	c, err := t.client(req)
+	out := newOutput(t.o.MaxText)
+	c, err := t.client(req, out)
 	if err != nil {
 		return nil, RunOutput{}, toolError(err)
 	}
@@ -198,24 +195,23 @@ func (t *tools) run(ctx context.Context, req *mcp.CallToolRequest, r *v1.RunRequ
 	if err != nil {
 		return nil, RunOutput{}, toolError(err)
 	}
-	return nil, t.runOutput(res), nil
+	return nil, runOutput(res, out), nil
 }
 
-// runOutput is a run's result for the model.
-func (t *tools) runOutput(res *v1.RunResult) RunOutput {
-	out := RunOutput{ExitCode: res.ExitCode, Reason: string(res.Reason), Signal: res.Signal, Message: res.Message,
-		StdoutTruncated: res.StdoutTruncated, StderrTruncated: res.StderrTruncated,
+// runOutput is a run's result for the model, its output out's.
+func runOutput(res *v1.RunResult, out *output) RunOutput {
+	o := RunOutput{ExitCode: res.ExitCode, Reason: string(res.Reason), Signal: res.Signal, Message: res.Message,
 		DurationMS: res.Usage.Wall.Milliseconds(), Backend: res.Backend, Isolation: res.Isolation.String()}
 	var cut bool
-	out.Stdout, cut = t.text(res.Stdout, res.StdoutBase64)
-	out.StdoutTruncated = out.StdoutTruncated || cut
-	out.Stderr, cut = t.text(res.Stderr, res.StderrBase64)
-	out.StderrTruncated = out.StderrTruncated || cut
-	return out
+	o.Stdout, cut = out.stdout.String()
+	o.StdoutTruncated = res.StdoutTruncated || cut
+	o.Stderr, cut = out.stderr.String()
+	o.StderrTruncated = res.StderrTruncated || cut
+	return o
 }
 
 func (t *tools) executeFunction(ctx context.Context, req *mcp.CallToolRequest, in FunctionInput) (*mcp.CallToolResult, FunctionOutput, error) {
-	c, err := t.client(req)
+	c, err := t.client(req, nil)
 	if err != nil {
 		return nil, FunctionOutput{}, toolError(err)
 	}
@@ -239,7 +235,7 @@ func (t *tools) executeFunction(ctx context.Context, req *mcp.CallToolRequest, i
 		}
 	}
 	var cut bool
-	out.Stdout, cut = t.text(resp.Stdout, nil)
+	out.Stdout, cut = t.text(resp.Stdout)
 	out.StdoutTruncated = out.StdoutTruncated || cut
 	if !resp.OK {
 		// The function ran and failed: a result the model reads, marked
@@ -250,7 +246,7 @@ func (t *tools) executeFunction(ctx context.Context, req *mcp.CallToolRequest, i
 }
 
 func (t *tools) lint(ctx context.Context, req *mcp.CallToolRequest, in LintInput) (*mcp.CallToolResult, LintOutput, error) {
-	c, err := t.client(req)
+	c, err := t.client(req, nil)
 	if err != nil {
 		return nil, LintOutput{}, toolError(err)
 	}
@@ -261,20 +257,12 @@ func (t *tools) lint(ctx context.Context, req *mcp.CallToolRequest, in LintInput
 	return nil, LintOutput{Diagnostics: diags}, nil
 }
 
-// text is a stream as text for the model: valid UTF-8 (bytes that are not
-// become U+FFFD), at most MaxText bytes; cut says it was shortened.
-func (t *tools) text(s string, raw []byte) (_ string, cut bool) {
-	if raw != nil {
-		s = strings.ToValidUTF8(string(raw), "\uFFFD")
-	}
-	if len(s) <= t.o.MaxText {
-		return s, false
-	}
-	s = s[:t.o.MaxText]
-	for !utf8.ValidString(s) {
-		s = s[:len(s)-1]
-	}
-	return s, true
+// text is s as text for the model (see type text): valid UTF-8, at most
+// MaxText bytes; cut says it was shortened.
+func (t *tools) text(s string) (_ string, cut bool) {
+	x := text{max: t.o.MaxText}
+	io.WriteString(&x, s)
+	return x.String()
 }
 
 // toolError is an execbox error as the tool error's text: the stable code

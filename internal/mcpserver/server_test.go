@@ -11,22 +11,22 @@ func TestText(t *testing.T) {
 	tl := &tools{o: Options{MaxText: 8}}
 	for _, c := range []struct {
 		in   string
-		raw  []byte
 		want string
 		cut  bool
 	}{
 		{in: "12345678", want: "12345678"},
 		{in: "123456789", want: "12345678", cut: true},
 		{in: "1234567é", want: "1234567", cut: true}, // é is 2 bytes: 9 in all
-		{raw: []byte("ab\xffcd"), want: "ab\uFFFDcd"},
+		{in: "ab\xffcd", want: "ab\uFFFDcd"},
+		{in: "ab\xff\xfe\xe2\x82cd", want: "ab\uFFFDcd"}, // one U+FFFD for a run
 		{in: "", want: ""},
 	} {
-		got, cut := tl.text(c.in, c.raw)
+		got, cut := tl.text(c.in)
 		if got != c.want || cut != c.cut {
-			t.Errorf("text(%q, %q) = %q, %v; want %q, %v", c.in, c.raw, got, cut, c.want, c.cut)
+			t.Errorf("text(%q) = %q, %v; want %q, %v", c.in, got, cut, c.want, c.cut)
 		}
 	}
-	if got, _ := (&tools{o: Options{MaxText: DefaultMaxText}}).text(strings.Repeat("x", DefaultMaxText+1), nil); len(got) != DefaultMaxText {
+	if got, _ := (&tools{o: Options{MaxText: DefaultMaxText}}).text(strings.Repeat("x", DefaultMaxText+1)); len(got) != DefaultMaxText {
 		t.Errorf("default bound: %d bytes", len(got))
 	}
 }

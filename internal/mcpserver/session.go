@@ -125,7 +125,7 @@ func addSessionTools(s *mcp.Server, t *tools) {
 }
 
 func (t *tools) sessionOpen(ctx context.Context, req *mcp.CallToolRequest, in SessionOpenInput) (*mcp.CallToolResult, SessionOutput, error) {
-	c, err := t.client(req)
+	c, err := t.client(req, nil)
 	if err != nil {
 		return nil, SessionOutput{}, toolError(err)
 	}
@@ -138,7 +138,8 @@ func (t *tools) sessionOpen(ctx context.Context, req *mcp.CallToolRequest, in Se
 }
 
 func (t *tools) sessionExec(ctx context.Context, req *mcp.CallToolRequest, in SessionExecInput) (*mcp.CallToolResult, RunOutput, error) {
-	c, err := t.client(req)
+	out := newOutput(t.o.MaxText)
+	c, err := t.client(req, out)
 	if err != nil {
 		return nil, RunOutput{}, toolError(err)
 	}
@@ -148,11 +149,11 @@ func (t *tools) sessionExec(ctx context.Context, req *mcp.CallToolRequest, in Se
 	if err != nil {
 		return nil, RunOutput{}, toolError(err)
 	}
-	return nil, t.runOutput(res), nil
+	return nil, runOutput(res, out), nil
 }
 
 func (t *tools) sessionRunCode(ctx context.Context, req *mcp.CallToolRequest, in SessionCodeInput) (*mcp.CallToolResult, CodeOutput, error) {
-	c, err := t.client(req)
+	c, err := t.client(req, nil)
 	if err != nil {
 		return nil, CodeOutput{}, toolError(err)
 	}
@@ -190,7 +191,7 @@ func (t *tools) sessionRunCode(ctx context.Context, req *mcp.CallToolRequest, in
 }
 
 func (t *tools) sessionWrite(ctx context.Context, req *mcp.CallToolRequest, in SessionWriteInput) (*mcp.CallToolResult, FileOutput, error) {
-	c, err := t.client(req)
+	c, err := t.client(req, nil)
 	if err != nil {
 		return nil, FileOutput{}, toolError(err)
 	}
@@ -202,7 +203,7 @@ func (t *tools) sessionWrite(ctx context.Context, req *mcp.CallToolRequest, in S
 }
 
 func (t *tools) sessionRead(ctx context.Context, req *mcp.CallToolRequest, in SessionFileInput) (*mcp.CallToolResult, FileOutput, error) {
-	c, err := t.client(req)
+	c, err := t.client(req, nil)
 	if err != nil {
 		return nil, FileOutput{}, toolError(err)
 	}
@@ -212,13 +213,13 @@ func (t *tools) sessionRead(ctx context.Context, req *mcp.CallToolRequest, in Se
 	}
 	out := FileOutput{Path: in.Path, Type: sandbox.FileRegular, Size: size, Truncated: size > int64(len(data))}
 	var cut bool
-	out.Content, cut = t.text("", data)
+	out.Content, cut = t.text(string(data))
 	out.Truncated = out.Truncated || cut
 	return nil, out, nil
 }
 
 func (t *tools) sessionList(ctx context.Context, req *mcp.CallToolRequest, in SessionListInput) (*mcp.CallToolResult, ListOutput, error) {
-	c, err := t.client(req)
+	c, err := t.client(req, nil)
 	if err != nil {
 		return nil, ListOutput{}, toolError(err)
 	}
@@ -234,7 +235,7 @@ func (t *tools) sessionList(ctx context.Context, req *mcp.CallToolRequest, in Se
 }
 
 func (t *tools) sessionClose(ctx context.Context, req *mcp.CallToolRequest, in SessionIDInput) (*mcp.CallToolResult, ClosedOutput, error) {
-	c, err := t.client(req)
+	c, err := t.client(req, nil)
 	if err != nil {
 		return nil, ClosedOutput{}, toolError(err)
 	}

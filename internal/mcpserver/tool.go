@@ -42,7 +42,7 @@ func addToolTools(s *mcp.Server, t *tools) {
 }
 
 func (t *tools) listTools(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, ListToolsOutput, error) {
-	c, err := t.client(req)
+	c, err := t.client(req, nil)
 	if err != nil {
 		return nil, ListToolsOutput{}, toolError(err)
 	}
@@ -54,7 +54,7 @@ func (t *tools) listTools(ctx context.Context, req *mcp.CallToolRequest, _ struc
 }
 
 func (t *tools) runTool(ctx context.Context, req *mcp.CallToolRequest, in RunToolInput) (*mcp.CallToolResult, RunToolOutput, error) {
-	c, err := t.client(req)
+	c, err := t.client(req, nil)
 	if err != nil {
 		return nil, RunToolOutput{}, toolError(err)
 	}
@@ -77,7 +77,7 @@ func (t *tools) runTool(ctx context.Context, req *mcp.CallToolRequest, in RunToo
 		}
 	}
 	var cut bool
-	out.Output, cut = t.text(res.Output, nil)
+	out.Output, cut = t.text(res.Output)
 	out.OutputTruncated = out.OutputTruncated || cut
 	if !res.OK {
 		return &mcp.CallToolResult{IsError: true}, out, nil
