@@ -29,6 +29,54 @@ export EXECBOX_REQUIRE="${EXECBOX_REQUIRE:-native,landlock,cgroups,cgroup2,bwrap
 # The browser test's screenshots of each page (kept after the run).
 export EXECBOX_SCREENSHOTS="${EXECBOX_SCREENSHOTS:-${TMPDIR:-/tmp}/execbox-screenshots}"
 
+# Stages, timed: each ends with its wall time and the share of the
+# machine's CPU it used (low: room to run something beside it); the table
+# of all of them comes at the end, also when a stage fails.
+stages=()
+stage_name='' stage_t0=0 stage_busy0=0 stage_total0=0
+cpu_ticks() { awk '/^cpu /{b=$2+$3+$4+$7+$8+$9; print b, b+$5+$6}' /proc/stat; }
+stage() {
+	local busy total
+	read -r busy total < <(cpu_ticks)
+	if [ -n "$stage_name" ]; then
+		local secs=$((SECONDS - stage_t0)) pct=0
+		[ "$total" -gt "$stage_total0" ] && pct=$((100 * (busy - stage_busy0) / (total - stage_total0)))
+		stages+=("$(printf '%6d s %4d %% CPU  %s' "$secs" "$pct" "$stage_name")")
+		echo "($stage_name: $secs s, $pct % CPU)"
+	fi
+	stage_name=$1 stage_t0=$SECONDS stage_busy0=$busy stage_total0=$total
+	if [ -n "$1" ]; then echo "== $1"; fi
+}
+# The cleanups of what this run started, newest first, and the table.
+cleanups=()
+finish() {
+	local rc=$?
+	stage ""
+	for ((i = ${#cleanups[@]} - 1; i >= 0; i--)); do eval "${cleanups[i]}" || true; done
+	# A background build still running (the run failed before it was
+	# waited for) is stopped.
+	for pid in ${k8s_build:-} ${runsc_build:-}; do kill "$pid" 2>/dev/null || true; done
+	echo "== stages (${SECONDS} s in all, exit $rc)"
+	printf '%s\n' "${stages[@]}"
+}
+trap finish EXIT
+
+# Built in the background while the stages before the kubernetes one run
+# (nice: it takes the CPU they leave): the cluster's binaries, ~13 min
+# cold, nothing when cached; and a current runsc, which the private dockerd
+# needs. Both need only Go, so they start before the packages are installed.
+k8s=false
+case ",$EXECBOX_REQUIRE," in *,kubernetes,* | *,kubernetes-gvisor,*) k8s=true ;; esac
+bglogs=$(mktemp -d)
+cleanups+=("rm -rf '$bglogs'")
+if $k8s; then
+	nice -n 10 ./scripts/k8s.sh build >"$bglogs/k8s-build" 2>&1 &
+	k8s_build=$!
+fi
+./scripts/runsc.sh >"$bglogs/runsc" 2>"$bglogs/runsc.log" &
+runsc_build=$!
+
+stage "installing what the tests need"
 need=()
 # The microvm backend: QEMU, and Debian's kernel (only its files: the
 # guest kernel and its modules; the host does not boot it) and xz to
@@ -44,7 +92,7 @@ if [ ${#need[@]} -gt 0 ]; then
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
 
-echo "== the web playground: built from web/ as committed in internal/webui/dist"
+stage "the web playground: built from web/ as committed in internal/webui/dist"
 # The binary embeds internal/webui/dist, committed so that a build needs no
 # Node; a source change not built and committed with it fails here.
 (cd web && npm ci --no-audit --no-fund --loglevel=error && npm run -s check && npm run -s build)
@@ -58,39 +106,59 @@ if git rev-parse --git-dir >/dev/null 2>&1; then
 	fi
 fi
 
-echo "== go vet"
+stage "go vet, gofmt"
 go vet ./...
-echo "== gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
 if [ -n "$unformatted" ]; then
 	echo "gofmt would change: $unformatted" >&2
 	exit 1
 fi
 
-echo "== gVisor's runsc"
+stage "gVisor's runsc (built in the background)"
 # A current release first in PATH: the gvisor backend (gvisor.runsc is
 # "runsc", looked up in PATH) and the private dockerd's runtime "runsc" use
 # it. Debian's (2022) stays the fallback; it lacks statx as coreutils 9
 # calls it, so with it gvisor is available but never ready, and every test
 # that needs a ready gvisor fails.
-if runsc=$(./scripts/runsc.sh); then
+runsc_rc=0
+wait "$runsc_build" || runsc_rc=$?
+runsc_build=""
+cat "$bglogs/runsc.log" >&2
+if [ "$runsc_rc" = 0 ] && runsc=$(cat "$bglogs/runsc") && [ -x "$runsc" ]; then
 	export PATH="$(dirname "$runsc"):$PATH"
 	echo "runsc: $runsc ($("$runsc" --version | head -1))"
 else
 	echo "runsc: BUILDING A CURRENT RUNSC FAILED (see above); FALLING BACK TO $(command -v runsc) ($(runsc --version | head -1)): gvisor will be available but not ready" >&2
 fi
 
-echo "== private dockerd and the offline sandbox image"
+stage "private dockerd and the offline sandbox image"
 ./scripts/dockerd.sh start
-trap './scripts/dockerd.sh stop' EXIT
+cleanups+=("./scripts/dockerd.sh stop")
 eval "$(./scripts/dockerd.sh env)"
 go run ./cmd/execbox image build python --offline
 
-case ",$EXECBOX_REQUIRE," in
-*,kubernetes,* | *,kubernetes-gvisor,*)
-	echo "== a single-node Kubernetes cluster (scripts/k8s.sh: built once into a cache, ~13 min cold) and its images"
-	k8s_start=$SECONDS
-	trap './scripts/k8s.sh down; ./scripts/dockerd.sh stop' EXIT
+stage "go test -race (EXECBOX_REQUIRE=$EXECBOX_REQUIRE)"
+# Package results as they end, failed tests in full, then every skipped
+# test with its reason (scripts/testreport.go). The microvm and kubernetes
+# backends and deploy's manifests (the cluster's) come in stages of their
+# own.
+go test -race -count=1 -timeout 30m -json $(go list ./... | grep -v -e '/backend/microvm$' -e '/backend/kubernetes$' -e '/deploy$') | go run scripts/testreport.go
+
+stage "the microvm backend (alone: under software emulation its VMs keep both cores busy)"
+go test -race -count=1 -timeout 30m -json ./backend/microvm/ | go run scripts/testreport.go
+
+if $k8s; then
+	stage "a single-node Kubernetes cluster (scripts/k8s.sh, its binaries built in the background) and its images"
+	k8s_rc=0
+	wait "$k8s_build" || k8s_rc=$?
+	k8s_build=""
+	if [ "$k8s_rc" != 0 ]; then
+		cat "$bglogs/k8s-build" >&2
+		echo "building the cluster's binaries failed (above)" >&2
+		exit 1
+	fi
+	cat "$bglogs/k8s-build"
+	cleanups+=("./scripts/k8s.sh down")
 	./scripts/k8s.sh up
 	# The kubernetes backend's agent image (execbox-guest alone) and the
 	# server's for deploy/kubernetes (execbox alone: its sandboxes are Pods).
@@ -109,23 +177,13 @@ case ",$EXECBOX_REQUIRE," in
 	rm -rf "$k8simg"
 	./scripts/k8s.sh load execbox-python:latest execbox-agent:latest execbox:latest
 	eval "$(./scripts/k8s.sh env)"
-	echo "(cluster up with its images in $((SECONDS - k8s_start)) s)"
-	;;
-esac
+fi
 
-echo "== go test -race (EXECBOX_REQUIRE=$EXECBOX_REQUIRE)"
-# Package results as they end, failed tests in full, then every skipped
-# test with its reason (scripts/testreport.go).
-go test -race -count=1 -timeout 30m -json $(go list ./... | grep -v -e '/backend/microvm$' -e '/backend/kubernetes$') | go run scripts/testreport.go
-
-echo "== the microvm backend (alone: under software emulation its VMs keep both cores busy)"
-go test -race -count=1 -timeout 30m -json ./backend/microvm/ | go run scripts/testreport.go
-
-echo "== the kubernetes backend (alone: its Pods share the node's two cores)"
-go test -race -count=1 -timeout 30m -json ./backend/kubernetes/ | go run scripts/testreport.go
+stage "the kubernetes backend and deploy's manifests (alone: their Pods share the node's two cores)"
+go test -race -count=1 -timeout 30m -json ./backend/kubernetes/ ./deploy/ | go run scripts/testreport.go
 echo "(the playground's screenshots: $EXECBOX_SCREENSHOTS)"
 
-echo "== the Python client (clients/python): installed with pip, pytest against a real execbox serve"
+stage "the Python client (clients/python): installed with pip, pytest against a real execbox serve"
 # Debian's python3 (where apt put pytest), a venv that sees it, the client
 # installed from its directory with no index (PyPI is not needed).
 pyclient=$(mktemp -d)
@@ -136,13 +194,13 @@ repo=$PWD
 (cd "$pyclient" && EXECBOX_BINARY="$pyclient/execbox" "$pyclient/venv/bin/python" -m pytest -q -p no:cacheprovider "$repo/clients/python/tests")
 rm -rf "$pyclient" clients/python/build clients/python/execbox.egg-info
 
-echo "== the TypeScript client (clients/typescript): npm ci, tsc, node --test against a real execbox serve"
+stage "the TypeScript client (clients/typescript): npm ci, tsc, node --test against a real execbox serve"
 tsclient=$(mktemp -d)
 go build -o "$tsclient/execbox" ./cmd/execbox
 (cd clients/typescript && npm ci --no-audit --no-fund --loglevel=error && npm run -s build && EXECBOX_BINARY="$tsclient/execbox" npm test --silent)
 rm -rf "$tsclient"
 
-echo "== benchmarks (one short pass, side by side in one run)"
+stage "benchmarks (one short pass, side by side in one run)"
 # A benchmark that fails fails the run; its whole output is shown then.
 bench() {
 	local out
@@ -186,5 +244,5 @@ echo "(the chart: $benchbin/bench.html)"
 # systemd) and dpkg. Its own script, so this block merges apart from the
 # others. About 3 minutes with a warm Go build cache; up to ~9 cold (two
 # architectures compiled, nfpm built from the module proxy).
-echo "== release bundle (scripts/test-release.sh)"
+stage "release bundle (scripts/test-release.sh)"
 ./scripts/test-release.sh
