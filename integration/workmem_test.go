@@ -7,6 +7,7 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/execbox/execbox/internal/auth"
 	"github.com/execbox/execbox/internal/cgroups"
@@ -106,8 +107,15 @@ func TestServeSessionFileMemory(t *testing.T) {
 	if err := c.CloseSession(context.Background(), repro); err != nil {
 		t.Fatal(err)
 	}
-	if after := charged("that session closed"); after > full-900*mib {
-		t.Errorf("closing the session freed %d MiB of the server's memory cgroup, not its 1 GB of files", (full-after)>>20)
+	// Its pages go with the last mount of its tmpfs: a mount namespace
+	// made meanwhile (a pooled sandbox being set up) holds a copy for a
+	// moment (seen: up to 160 ms).
+	closed := time.Now()
+	for after := charged("that session closed"); after > full-900*mib; after = charged("waiting") {
+		if time.Since(closed) > 10*time.Second {
+			t.Fatalf("10 s after the session closed, %d MiB of its 1 GB of files are freed from the server's memory cgroup", (full-after)>>20)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 	create("alice-secret", 1024*mib, 16*mib+1, 429, "(sessions.max_file_memory)")
 	create("alice-secret", 1024*mib, 16*mib, 201, `"id"`)
