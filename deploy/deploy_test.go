@@ -70,7 +70,7 @@ func TestConfigSetsWhatPackagingDecides(t *testing.T) {
 // hostSized reports whether key's built-in default is derived from the
 // host's memory and CPUs, so the file can only show an example of it.
 func hostSized(key string) bool {
-	return strings.HasPrefix(key, "max_limits.") || key == "server.max_result_memory"
+	return strings.HasPrefix(key, "max_limits.") || key == "server.max_result_memory" || key == "sessions.max_file_memory"
 }
 
 // commentedKey is a key left at its default: "#key: value", indented as

@@ -35,6 +35,10 @@ type AdmissionStats struct {
 	// Queued is how many runs wait for admission now; QueueDepth the most
 	// that may.
 	Queued, QueueDepth int
+	// SessionMemory and SessionMemoryInUse: what the open sessions' files
+	// may hold together (SessionOptions.FileMemory), and how much of it
+	// they hold now.
+	SessionMemory, SessionMemoryInUse int64
 }
 
 // gate is the engine's admission: MaxRuns slots, of which ReservedRuns
@@ -166,8 +170,71 @@ func (g *gate) stats() AdmissionStats {
 		Queued: g.queued, QueueDepth: g.depth}
 }
 
-// Admission returns the run gate's counters.
-func (e *Engine) Admission() AdmissionStats { return e.gate.stats() }
+// Admission returns the run gate's counters, and the sessions' memory.
+func (e *Engine) Admission() AdmissionStats {
+	st := e.gate.stats()
+	st.SessionMemory, st.SessionMemoryInUse = e.opts.Sessions.FileMemory, e.sessions.files.inUse()
+	return st
+}
+
+// budget is the memory the open sessions' files hold: each holds its
+// work_size + tmp_size from before its sandbox is made until it is closed,
+// of a total of which one unprivileged owner holds at most a share. What
+// does not fit is refused at once (a session is no burst to queue for).
+// The zero budget holds nothing.
+type budget struct {
+	mu      sync.Mutex
+	used    int64
+	byOwner map[string]int64
+}
+
+// hold takes n bytes of total for o (within share for an unprivileged
+// owner), or refuses: ErrInvalid "limit_too_high" when n can never fit,
+// ErrBusy "sessions_exhausted" when it does not now. release gives them
+// back; it is safe to call more than once.
+func (b *budget) hold(o Owner, n, total, share int64) (release func(), err error) {
+	if n > total {
+		return nil, errorf(sandbox.ErrInvalid, "limit_too_high",
+			"limits: work_size + tmp_size is %s, more than the %s of memory all sessions' files may take (sessions.max_file_memory)",
+			sandbox.FormatSize(n), sandbox.FormatSize(total))
+	}
+	shared := o.Name != "" && !o.Privileged
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	switch {
+	case b.used+n > total:
+		return nil, errorf(sandbox.ErrBusy, "sessions_exhausted",
+			"the open sessions hold %s of the %s of memory their files may take (sessions.max_file_memory), and this one needs %s (work_size + tmp_size); close one first",
+			sandbox.FormatSize(b.used), sandbox.FormatSize(total), sandbox.FormatSize(n))
+	case shared && b.byOwner[o.Name]+n > share:
+		return nil, errorf(sandbox.ErrBusy, "sessions_exhausted",
+			"your sessions hold %s of your share of the sessions' file memory, %s (half of sessions.max_file_memory), and this one needs %s (work_size + tmp_size); close one first",
+			sandbox.FormatSize(b.byOwner[o.Name]), sandbox.FormatSize(share), sandbox.FormatSize(n))
+	}
+	b.used += n
+	if shared {
+		if b.byOwner == nil {
+			b.byOwner = map[string]int64{}
+		}
+		b.byOwner[o.Name] += n
+	}
+	return sync.OnceFunc(func() {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		b.used -= n
+		if shared {
+			if b.byOwner[o.Name] -= n; b.byOwner[o.Name] == 0 {
+				delete(b.byOwner, o.Name)
+			}
+		}
+	}), nil
+}
+
+func (b *budget) inUse() int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.used
+}
 
 // Ticket is an admitted run: it holds a run slot and the result memory of
 // its limits from Admit until Release, so that a result is counted until

@@ -35,6 +35,15 @@ type SessionOptions struct {
 	// ReapInterval is how often expired and idle sessions are looked for
 	// (default 5 s).
 	ReapInterval time.Duration
+	// FileMemory bounds what the open sessions' files may hold together
+	// in this host's memory: each session holds its work_size + tmp_size
+	// (memory-backed, kept as long as it lives) from before its sandbox
+	// is made until it is closed, and one unprivileged owner's sessions
+	// at most half of it (always room for one session at the maxima). A
+	// session that does not fit is refused with ErrBusy
+	// "sessions_exhausted"; one on a Remote backend holds none. 0 means
+	// sandbox.HostSessionMemory(). See the package doc for why.
+	FileMemory int64
 	// Replica is this execbox's name among the replicas of one deployment:
 	// session ids begin with it and a dot (package internal/replica), so
 	// any replica can tell which one holds a session. "" = alone.
@@ -136,6 +145,9 @@ type Session struct {
 	contexts  map[string]*ContextInfo
 	terminals map[string]*sessionTerminal
 
+	// unhold gives back the memory the session's files hold (FileMemory).
+	unhold func()
+
 	// agentMu guards agent, the session's agent while one runs (see
 	// agent.go); it is taken before mu.
 	agentMu sync.Mutex
@@ -152,6 +164,7 @@ const (
 // closed ones (so that a second close succeeds and a late caller learns
 // why its session is gone).
 type sessions struct {
+	files     budget // what the open sessions' files hold (FileMemory)
 	mu        sync.Mutex
 	open      map[string]*Session
 	pending   map[*Session]bool // being created: they count against the bounds
@@ -193,12 +206,15 @@ func (o SessionOptions) withDefaults() SessionOptions {
 	if o.ReapInterval == 0 {
 		o.ReapInterval = 5 * time.Second
 	}
+	if o.FileMemory == 0 {
+		o.FileMemory = sandbox.HostSessionMemory()
+	}
 	return o
 }
 
 func (o SessionOptions) validate() error {
 	switch {
-	case o.Max < -1 || o.PerOwner < 0 || o.TTL < 0 || o.Idle < 0 || o.ReapInterval < 0:
+	case o.Max < -1 || o.PerOwner < 0 || o.TTL < 0 || o.Idle < 0 || o.ReapInterval < 0 || o.FileMemory < 0:
 		return errorf(sandbox.ErrInvalid, "config_invalid", "sessions: sizes and durations must not be negative")
 	case o.TTL > o.MaxTTL:
 		return errorf(sandbox.ErrInvalid, "config_invalid", "sessions: ttl %s is over max_ttl %s", o.TTL, o.MaxTTL)
@@ -213,8 +229,9 @@ func (o SessionOptions) validate() error {
 // OpenSession creates a session for owner: a sandbox selected as for a
 // run, under the configured policy and limits, that lives until it is
 // closed, expires (TTL) or stays unused for its idle timeout. It is
-// refused with ErrBusy "sessions_exhausted" when Max sessions are open or
-// the owner holds PerOwner, and with ErrUnavailable "sessions_unsupported"
+// refused with ErrBusy "sessions_exhausted" when Max sessions are open,
+// the owner holds PerOwner, or its files do not fit in FileMemory (or in
+// the owner's half of it), and with ErrUnavailable "sessions_unsupported"
 // on a backend without sessions. A session takes no run slot; each Exec in
 // it does.
 func (e *Engine) OpenSession(ctx context.Context, owner Owner, req SessionRequest) (*Session, error) {
@@ -260,10 +277,19 @@ func (e *Engine) OpenSession(ctx context.Context, owner Owner, req SessionReques
 	}
 	// The place is taken before the sandbox is made, so that a burst of
 	// creates cannot overshoot the bounds.
-	s := &Session{e: e, owner: owner, contexts: map[string]*ContextInfo{}, terminals: map[string]*sessionTerminal{}}
+	s := &Session{e: e, owner: owner, contexts: map[string]*ContextInfo{}, terminals: map[string]*sessionTerminal{}, unhold: func() {}}
 	s.ending, s.end = context.WithCancel(context.Background())
 	if err := e.sessions.reserve(s, owner, o); err != nil {
 		return nil, err
+	}
+	if !caps.Remote {
+		// Every way its files are written (Spec.Files, WriteFiles, Files,
+		// its programs) fills what its limits size: held whole, up front.
+		share := max(o.FileMemory/2, e.opts.Max.WorkSize+e.opts.Max.TmpSize)
+		if s.unhold, err = e.sessions.files.hold(owner, spec.Limits.WorkSize+spec.Limits.TmpSize, o.FileMemory, share); err != nil {
+			e.sessions.unreserve(s)
+			return nil, err
+		}
 	}
 	sb, err := b.Create(ctx, spec)
 	if err == nil && len(spec.Files) > 0 {
@@ -273,6 +299,7 @@ func (e *Engine) OpenSession(ctx context.Context, owner Owner, req SessionReques
 	}
 	if err != nil {
 		s.end()
+		s.unhold()
 		e.sessions.unreserve(s)
 		return nil, err
 	}
@@ -439,6 +466,9 @@ func (s *Session) close(ctx context.Context, why string) error {
 	s.end()
 	s.stopAgent()
 	err := s.sb.Close(ctx)
+	// Its files went with its sandbox; were Close to fail, the session is
+	// gone all the same and no one writes into it through the engine.
+	s.unhold()
 	info = s.Info()
 
 	event := SessionClosed

@@ -71,6 +71,11 @@ type Capabilities struct {
 	// emulation here (a VM without hardware virtualisation): strong, but
 	// many times slower, so auto never picks it by itself.
 	Emulated bool `json:"emulated,omitempty"`
+	// Remote is true when the sandboxes run apart from this execbox (Pods
+	// of a cluster): their memory, their files' included, is bounded where
+	// they run and never taken from this host's, so the engine holds none
+	// of a session's files against it.
+	Remote bool `json:"remote,omitempty"`
 }
 
 // Health is a backend's state as last probed.

@@ -268,6 +268,18 @@ func ResultMemoryFor(ram int64) int64 { return min(max((ram/8)&^(MiB-1), 256*MiB
 // HostResultMemory is ResultMemoryFor this host's HostMemory.
 func HostResultMemory() int64 { return ResultMemoryFor(HostMemory()) }
 
+// SessionMemoryFor is the built-in bound on what the open sessions' files
+// may hold together (work_size + tmp_size each: memory-backed, kept for
+// the session's life) on a host with ram bytes of memory: half of it, and
+// at least one session at MaximaFor's (from 512 MiB of memory on, two).
+func SessionMemoryFor(ram int64) int64 {
+	m := MaximaFor(ram, 1)
+	return max((ram/2)&^(MiB-1), m.WorkSize+m.TmpSize)
+}
+
+// HostSessionMemory is SessionMemoryFor this host's HostMemory.
+func HostSessionMemory() int64 { return SessionMemoryFor(HostMemory()) }
+
 // HostMemory is the memory this process may use: the host's MemTotal, or
 // the memory limit of this process's cgroup when that is lower (execbox in
 // a container). When neither can be read it is 4 GiB.

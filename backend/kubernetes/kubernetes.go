@@ -96,7 +96,7 @@ func (b *Backend) Close() error {
 func (b *Backend) Name() string { return Name }
 
 func (b *Backend) Capabilities() sandbox.Capabilities {
-	return sandbox.Capabilities{Isolation: b.cfg.isolation(), Sessions: true, Images: true,
+	return sandbox.Capabilities{Isolation: b.cfg.isolation(), Sessions: true, Images: true, Remote: true,
 		Networks: []sandbox.Network{sandbox.NetworkNone}, Limits: maps.Clone(enforcement)}
 }
 

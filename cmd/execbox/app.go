@@ -60,7 +60,8 @@ func newEngine(cfg *config.Config, more ...func(*engine.Options)) (*engine.Engin
 		Sessions: engine.SessionOptions{
 			Max: cfg.Sessions.Max, PerOwner: cfg.Sessions.PerToken,
 			TTL: cfg.Sessions.TTL, MaxTTL: cfg.Sessions.MaxTTL, Idle: cfg.Sessions.IdleTimeout, MaxIdle: cfg.Sessions.MaxIdleTimeout,
-			Replica: cfg.Replicas.Name,
+			FileMemory: cfg.Sessions.MaxFileMemory,
+			Replica:    cfg.Replicas.Name,
 		},
 		Retries: engine.RetryOptions{Max: cmp.Or(cfg.Retries.Max, -1), Backoff: cfg.Retries.Backoff},
 		Functions: function.Options{

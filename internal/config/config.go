@@ -110,6 +110,12 @@ type SessionsSection struct {
 	MaxTTL         time.Duration `yaml:"max_ttl"`
 	IdleTimeout    time.Duration `yaml:"idle_timeout"`
 	MaxIdleTimeout time.Duration `yaml:"max_idle_timeout"`
+	// MaxFileMemory bounds what the open sessions' files may hold in this
+	// host's memory: each holds its work_size + tmp_size while it is
+	// open, and one that does not fit is answered 429 sessions_exhausted
+	// (a non-admin token's sessions hold at most half). At most this
+	// host's memory; built in half of it (engine.SessionOptions.FileMemory).
+	MaxFileMemory int64 `yaml:"max_file_memory"`
 }
 
 // PoolsSection configures the warm pools of execbox serve (and execbox
@@ -286,7 +292,7 @@ func Default() *Config {
 		Functions:      FunctionsSection{Timeout: 15 * time.Second},
 		Tools:          ToolsSection{ArgsMax: tool.DefaultArgsMax, Timeout: tool.DefaultTimeout},
 		Sessions: SessionsSection{Max: 64, PerToken: 8, TTL: 30 * time.Minute, MaxTTL: 24 * time.Hour,
-			IdleTimeout: 10 * time.Minute, MaxIdleTimeout: 24 * time.Hour},
+			IdleTimeout: 10 * time.Minute, MaxIdleTimeout: 24 * time.Hour, MaxFileMemory: sandbox.HostSessionMemory()},
 		Pools: PoolsSection{Size: 2, Backends: []string{}, Languages: []string{"python", "javascript"},
 			MaxIdleMemory: sandbox.GiB, Refill: 1, MaxAge: 10 * time.Minute},
 		Retries: RetriesSection{Max: 3, Backoff: 200 * time.Millisecond},

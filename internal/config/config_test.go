@@ -34,6 +34,17 @@ func TestDefaults(t *testing.T) {
 	if DefaultResultMemory(1<<40) != 4<<30 || DefaultResultMemory(1<<30) != 256<<20 || DefaultResultMemory(8<<30) != 1<<30 {
 		t.Errorf("DefaultResultMemory is not an eighth of memory within 256m–4g")
 	}
+	// The sessions' file memory (issue 33): half of this host's, holding
+	// a session at the maxima; on a tiny host the maxima's floor.
+	if m := c.Sessions.MaxFileMemory; m != sandbox.HostSessionMemory() || m > sandbox.HostMemory() || m < c.MaxLimit.WorkSize+c.MaxLimit.TmpSize {
+		t.Errorf("sessions.max_file_memory %d: want half of the host's %d, at least %d", m, sandbox.HostMemory(), c.MaxLimit.WorkSize+c.MaxLimit.TmpSize)
+	}
+	if got := sandbox.SessionMemoryFor(24 << 30); got != 12<<30 {
+		t.Errorf("SessionMemoryFor(24g) = %d, want 12g", got)
+	}
+	if got := sandbox.SessionMemoryFor(128 << 20); got != sandbox.Defaults.WorkSize+sandbox.Defaults.TmpSize {
+		t.Errorf("SessionMemoryFor(128m) = %d, want the default work_size + tmp_size", got)
+	}
 	// Load with nothing is the defaults.
 	l, p, err := Load("", nil, nil)
 	if err != nil || p.File != "" {
@@ -161,6 +172,13 @@ func TestValidate(t *testing.T) {
 		{"max_runs_per_token negative", "server.max_runs_per_token", func(c *Config) { c.Server.MaxRunsPerToken = -1 }},
 		{"result memory holds one run", "", func(c *Config) { c.Server.MaxResultMemory = c.MaxLimit.ResultBytes() }},
 		{"result memory below one run", "server.max_result_memory", func(c *Config) { c.Server.MaxResultMemory = c.MaxLimit.ResultBytes() - 1 }},
+		{"session file memory all of the host's", "", func(c *Config) { c.Sessions.MaxFileMemory = sandbox.HostMemory() }},
+		{"session file memory beyond the host's", "sessions.max_file_memory", func(c *Config) { c.Sessions.MaxFileMemory = sandbox.HostMemory() + 1 }},
+		{"session file memory holds one session", "", func(c *Config) { c.Sessions.MaxFileMemory = c.MaxLimit.WorkSize + c.MaxLimit.TmpSize }},
+		{"session file memory below one session", "sessions.max_file_memory", func(c *Config) {
+			c.Sessions.MaxFileMemory = c.MaxLimit.WorkSize + c.MaxLimit.TmpSize - 1
+		}},
+		{"session file memory 0", "sessions.max_file_memory", func(c *Config) { c.Sessions.MaxFileMemory = 0 }},
 		{"write_timeout 0", "server.write_timeout", func(c *Config) { c.Server.WriteTimeout = 0 }},
 		{"max_connections negative", "server.max_connections", func(c *Config) { c.Server.MaxConnections = -1 }},
 		{"per address above max", "server.max_connections_per_address", func(c *Config) { c.Server.MaxConnections, c.Server.MaxConnectionsPerAddress = 10, 11 }},

@@ -6,7 +6,9 @@
 // variables, flags. Per-request values come last and are the engine's to
 // apply, each at most its maximum under max_limits (built in: sized to the
 // host, sandbox.HostMaxima). The default limits must lie within the
-// maxima, and server.max_result_memory must hold one run at the maxima.
+// maxima, server.max_result_memory must hold one run at the maxima, and
+// sessions.max_file_memory one session at the maxima, within this host's
+// memory (sandbox.HostMemory).
 //
 // Invariants:
 //   - Strict: an unknown key in the file or in a flag is an error naming it

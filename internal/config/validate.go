@@ -44,6 +44,7 @@ func (c *Config) check() (key, msg string) {
 		msg string
 	}
 	_, peersErr := replica.ParsePeers(c.Replicas.Peers)
+	host := sandbox.HostMemory()
 	positive := func(key string, bad bool) rule {
 		return rule{key, bad, "must be above 0 (0 would silently mean the built-in default)"}
 	}
@@ -91,6 +92,13 @@ func (c *Config) check() (key, msg string) {
 		{"sessions.idle_timeout", c.Sessions.IdleTimeout < 0, "must not be negative"},
 		{"sessions.ttl", c.Sessions.MaxTTL > 0 && c.Sessions.TTL > c.Sessions.MaxTTL, "is above sessions.max_ttl"},
 		{"sessions.idle_timeout", c.Sessions.MaxIdleTimeout > 0 && c.Sessions.IdleTimeout > c.Sessions.MaxIdleTimeout, "is above sessions.max_idle_timeout"},
+		positive("sessions.max_file_memory", c.Sessions.MaxFileMemory <= 0),
+		{"sessions.max_file_memory", c.Sessions.MaxFileMemory > host, fmt.Sprintf(
+			"%s is beyond this host's memory, %s: the open sessions' files could take more than there is",
+			sandbox.FormatSize(c.Sessions.MaxFileMemory), sandbox.FormatSize(host))},
+		{"sessions.max_file_memory", c.Sessions.MaxFileMemory > 0 && c.Sessions.MaxFileMemory < m.WorkSize+m.TmpSize, fmt.Sprintf(
+			"%s cannot hold one session at the maxima: want at least max_limits.work_size + max_limits.tmp_size = %s",
+			sandbox.FormatSize(c.Sessions.MaxFileMemory), sandbox.FormatSize(m.WorkSize+m.TmpSize))},
 		{"tools.dirs", !allAbs(c.Tools.Dirs), "must hold absolute paths, each at most once"},
 		{"tools.args_max", c.Tools.ArgsMax < 1 || c.Tools.ArgsMax > 100000, "must be 1 to 100000 bytes"},
 		{"tools.timeout", c.Tools.Timeout <= 0 || c.Tools.Timeout > tool.MaxTimeout, "must be above 0 and at most 10m"},

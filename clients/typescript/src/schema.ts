@@ -47,7 +47,10 @@ export interface paths {
          *     whole session; wall and output for each exec. It belongs to the
          *     token that made it: another token gets 404. Nothing of it survives
          *     an execbox restart. Too many open sessions (sessions.max, or
-         *     sessions.per_token for this token) is 429 sessions_exhausted.
+         *     sessions.per_token for this token), or no room for its files
+         *     (work_size + tmp_size: sessions.max_file_memory holds every open
+         *     session's, half of it a non-admin token's) is 429
+         *     sessions_exhausted.
          */
         post: operations["createSession"];
         delete?: never;
