@@ -62,7 +62,7 @@ finish() {
 trap finish EXIT
 
 # Built in the background while the stages before the kubernetes one run
-# (nice: it takes the CPU they leave): the cluster's binaries, ~13 min
+# (nice 19: it takes only the CPU they leave): the cluster's binaries, ~13 min
 # cold, nothing when cached; and a current runsc, which the private dockerd
 # needs. Both need only Go, so they start before the packages are installed.
 k8s=false
@@ -70,7 +70,7 @@ case ",$EXECBOX_REQUIRE," in *,kubernetes,* | *,kubernetes-gvisor,*) k8s=true ;;
 bglogs=$(mktemp -d)
 cleanups+=("rm -rf '$bglogs'")
 if $k8s; then
-	nice -n 10 ./scripts/k8s.sh build >"$bglogs/k8s-build" 2>&1 &
+	nice -n 19 ./scripts/k8s.sh build >"$bglogs/k8s-build" 2>&1 &
 	k8s_build=$!
 fi
 ./scripts/runsc.sh >"$bglogs/runsc" 2>"$bglogs/runsc.log" &
