@@ -396,8 +396,8 @@ func TestKeysAndEnvNames(t *testing.T) {
 	if got := EnvName("nope"); got != "" {
 		t.Errorf("EnvName(nope) = %q", got)
 	}
-	if got := len(Keys()); got != 112 {
-		t.Errorf("%d keys, want the 112 of Config (limits and max_limits, the server's and auth's bounds and playground, the admission queue, sessions, replicas, pools, retries, events, guard and docker.pool_size included)", got)
+	if got := len(Keys()); got != 118 {
+		t.Errorf("%d keys, want the 118 of Config (limits and max_limits, the server's and auth's bounds and playground, the admission queue, uploads, sessions, replicas, pools, retries, events, guard and docker.pool_size included)", got)
 	}
 }
 
