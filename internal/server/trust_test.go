@@ -54,14 +54,14 @@ func send(t testing.TB, c net.Conn, method, path string, n int, header []string,
 	}
 }
 
-// answerOn reads the answer on c, waiting at most within (for what must
-// come, never to time it), and its problem code if it is one.
-func answerOn(t testing.TB, c net.Conn, within time.Duration) (int, v1.Problem) {
+// answerOn reads the answer to what on c, waiting at most within (for
+// what must come, never to time it), and its problem if it is one.
+func answerOn(t testing.TB, c net.Conn, within time.Duration, what string) (int, v1.Problem) {
 	t.Helper()
 	c.SetReadDeadline(time.Now().Add(within))
 	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
 	if err != nil {
-		t.Fatalf("no answer within %s: %v", within, err)
+		t.Fatalf("%s: no answer within %s: %v", what, within, err)
 	}
 	defer resp.Body.Close()
 	var p v1.Problem
@@ -83,6 +83,22 @@ func trickle(c net.Conn, n int, gap time.Duration) (done chan struct{}) {
 		}
 	}()
 	return done
+}
+
+// refusedWith reports whether a is a problem of status and code whose
+// detail holds each of details.
+func refusedWith(t testing.TB, a answer, status int, code string, details ...string) bool {
+	t.Helper()
+	if a.status != status {
+		return false
+	}
+	p := a.problem(t)
+	for _, d := range details {
+		if !strings.Contains(p.Detail, d) {
+			return false
+		}
+	}
+	return p.Code == code
 }
 
 // newSession makes a session for token ("" without tokens) and returns
@@ -126,7 +142,7 @@ func TestUploadPartHeaders(t *testing.T) {
 		t.Fatalf("a part's headers at the bound: %d %s", a.status, a.body)
 	}
 	a := upload(partWithHeaders("past.txt", maxPartHeader+1) + end)
-	if p := a.problem(t); a.status != http.StatusRequestEntityTooLarge || p.Code != CodePartHeaderTooLarge || !strings.Contains(p.Detail, "part 1") {
+	if !refusedWith(t, a, http.StatusRequestEntityTooLarge, CodePartHeaderTooLarge, "part 1") {
 		t.Fatalf("a part's headers one byte past the bound: %d %s", a.status, a.body)
 	}
 	// The second part: at the bound, and past it (the first stays written).
@@ -135,7 +151,7 @@ func TestUploadPartHeaders(t *testing.T) {
 		t.Fatalf("a second part's headers at the bound: %d %s", a.status, a.body)
 	}
 	a = upload(second(maxPartHeader + 1))
-	if p := a.problem(t); a.status != http.StatusRequestEntityTooLarge || p.Code != CodePartHeaderTooLarge || !strings.Contains(p.Detail, "part 2") {
+	if !refusedWith(t, a, http.StatusRequestEntityTooLarge, CodePartHeaderTooLarge, "part 2") {
 		t.Fatalf("a second part's headers past the bound: %d %s", a.status, a.body)
 	}
 	for _, f := range []string{"at.txt", "one.txt", "two.txt"} {
@@ -152,7 +168,7 @@ func TestUploadPartHeaders(t *testing.T) {
 	c := dial(t, en.http.URL)
 	head := "--B\r\nContent-Disposition: form-data; name=\"f\"; filename=\"big\"\r\nX-Pad: "
 	send(t, c, "POST", "/v1/sessions/"+id+"/upload", len(head)+9<<20, []string{"Content-Type", multipartB}, head+strings.Repeat("p", 64<<10))
-	status, p := answerOn(t, c, 30*time.Second)
+	status, p := answerOn(t, c, 30*time.Second, "9 MiB of a part's headers")
 	if status != http.StatusRequestEntityTooLarge || p.Code != CodePartHeaderTooLarge {
 		t.Fatalf("9 MiB of a part's headers: %d %+v", status, p)
 	}
@@ -206,7 +222,7 @@ func TestUploadShares(t *testing.T) {
 	}
 	refused := func(what string, a answer, key string) {
 		t.Helper()
-		if p := a.problem(t); a.status != http.StatusTooManyRequests || p.Code != CodeTooManyUploads || !strings.Contains(p.Detail, key) || a.header.Get("Retry-After") == "" {
+		if !refusedWith(t, a, http.StatusTooManyRequests, CodeTooManyUploads, key) || a.header.Get("Retry-After") == "" {
 			t.Fatalf("%s: %d %s, want 429 %s naming %s", what, a.status, a.body, CodeTooManyUploads, key)
 		}
 	}
@@ -267,7 +283,7 @@ func TestSlowBodiesCut(t *testing.T) {
 		c := dial(t, en.http.URL)
 		send(t, c, tc.method, "/v1/sessions/"+id+tc.path, len(tc.first)+1000, tc.header, tc.first)
 		done := trickle(c, 1000, 100*time.Millisecond) // 10 B/s
-		status, p := answerOn(t, c, 30*time.Second)
+		status, p := answerOn(t, c, 30*time.Second, tc.name+" at 10 B/s")
 		if status != http.StatusRequestTimeout || p.Code != v1.CodeBodyTimeout || !strings.Contains(p.Detail, tc.detail) {
 			t.Errorf("%s at 10 B/s: %d %+v, want 408 body_timeout saying %q", tc.name, status, p, tc.detail)
 		}
@@ -296,7 +312,7 @@ func TestSlowBodiesCut(t *testing.T) {
 			}
 			time.Sleep(250 * time.Millisecond * time.Duration(tc.piece) / (8 << 10))
 		}
-		if status, p := answerOn(t, c, 30*time.Second); status != tc.want {
+		if status, p := answerOn(t, c, 30*time.Second, tc.name+" at 8 × the minimum rate"); status != tc.want {
 			t.Errorf("%s at 8 × the minimum rate: %d %+v", tc.name, status, p)
 		}
 	}
@@ -321,7 +337,8 @@ func busyConns(en *env) int {
 // longer shields its connection: on a server without tokens every request
 // is authenticated, and four trickling bodies kept everyone out. The
 // oldest trickling one is closed for a new connection; a request whose
-// body comes on pace, and one whose body is in (a run), never are.
+// body comes on pace, and one whose body is in (a run, though its body
+// came slowly), never are.
 func TestSlowBodyEvictable(t *testing.T) {
 	en := newEnv(t, setup{options: func(o *Options) {
 		o.MaxConnections, o.MaxConnectionsPerAddress = 4, 4
@@ -329,11 +346,16 @@ func TestSlowBodyEvictable(t *testing.T) {
 	}})
 	_, base := serve(t, en)
 	gate := filepath.Join(t.TempDir(), "gate")
-	// A run that holds its connection until the gate opens.
+	// A run that holds its connection until the gate opens. Its body came
+	// slowly (a pause of 1.5 s, behind the minimum rate), but it is in.
+	run := fmt.Sprintf(`{"command":["sh","-c","while [ ! -e %s ]; do sleep 0.01; done; echo done"],"limits":{"wall":60}}`, gate)
+	hc := dial(t, base)
+	send(t, hc, "POST", "/v1/runs?stream=1", len(run), []string{"Content-Type", "application/json"}, run[:10])
+	time.Sleep(1500 * time.Millisecond)
+	io.WriteString(hc, run[10:])
 	held := make(chan string, 1)
 	go func() {
-		resp, err := newClient(t).Post(base+"/v1/runs?stream=1", "application/json", strings.NewReader(
-			fmt.Sprintf(`{"command":["sh","-c","while [ ! -e %s ]; do sleep 0.01; done; echo done"]}`, gate)))
+		resp, err := http.ReadResponse(bufio.NewReader(hc), nil)
 		if err != nil {
 			held <- err.Error()
 			return
@@ -361,20 +383,28 @@ func TestSlowBodyEvictable(t *testing.T) {
 	resp.Body.Close()
 	c.CloseIdleConnections()
 
-	// A PUT on pace (16 KiB every 50 ms, 1.5 MiB) and two at 5 B/s.
+	// A PUT on pace (16 KiB every 100 ms, until told to finish: then the
+	// rest at once) and two at 5 B/s.
 	fast := dial(t, base)
-	const size, piece = 1536 << 10, 16 << 10
+	const size, piece = 16 << 20, 16 << 10
 	send(t, fast, "PUT", "/v1/sessions/"+sess.ID+"/files/fast", size, nil, "")
-	fastDone := make(chan error, 1)
+	finish, fastDone := make(chan struct{}), make(chan error, 1)
 	go func() {
-		for range size / piece {
+		sent := 0
+		for ; sent < size; sent += piece {
+			select {
+			case <-finish:
+				_, err := fast.Write(make([]byte, size-sent))
+				fastDone <- err
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
 			if _, err := fast.Write(make([]byte, piece)); err != nil {
 				fastDone <- err
 				return
 			}
-			time.Sleep(50 * time.Millisecond)
 		}
-		fastDone <- nil
+		fastDone <- fmt.Errorf("all %d bytes sent on pace before the test ended", size)
 	}()
 	var slow []net.Conn
 	for i := range 2 {
@@ -383,12 +413,24 @@ func TestSlowBodyEvictable(t *testing.T) {
 		trickle(s, 1000, 200*time.Millisecond)
 		slow = append(slow, s)
 	}
-	waitUntil(t, "four connections serving requests", func() bool { return busyConns(en) == 4 })
+	waitUntil(t, "four connections serving requests", func() bool {
+		select {
+		case out := <-held:
+			t.Fatalf("the held run's connection was closed: %q", out)
+		default:
+		}
+		return busyConns(en) == 4
+	})
 
 	// New runs get through, each closing a trickling connection (once it
 	// has fallen behind), then an idle one.
 	for i := range 3 {
 		waitUntil(t, fmt.Sprintf("run %d behind the trickling bodies", i), func() bool {
+			select {
+			case err := <-fastDone:
+				t.Fatalf("the PUT on pace ended before the runs got through: %v", err)
+			default:
+			}
 			// Its connection stays, idle: the next run closes another.
 			resp, err := newClient(t).Post(base+"/v1/runs", "application/json", strings.NewReader(`{"command":["echo","through"]}`))
 			if err != nil {
@@ -407,10 +449,11 @@ func TestSlowBodyEvictable(t *testing.T) {
 			t.Errorf("trickling connection %d was not closed: %d, %v", i, n, err)
 		}
 	}
+	close(finish)
 	if err := <-fastDone; err != nil {
 		t.Fatalf("the PUT on pace was cut: %v", err)
 	}
-	if status, p := answerOn(t, fast, 30*time.Second); status != http.StatusCreated {
+	if status, p := answerOn(t, fast, 30*time.Second, "the PUT on pace"); status != http.StatusCreated {
 		t.Fatalf("the PUT on pace: %d %+v", status, p)
 	}
 	touch(t, gate)
@@ -428,8 +471,18 @@ func TestEventStreamShares(t *testing.T) {
 	tokens := []auth.Token{user1, user2, auth.FromSecret("admin-secret")}
 	refused := func(en *env, what, token, key string) {
 		t.Helper()
-		a := en.do("GET", "/v1/events", nil, "Authorization", "Bearer "+token)
-		if p := a.problem(t); a.status != http.StatusTooManyRequests || p.Code != v1.CodeBusy || !strings.Contains(p.Detail, key) {
+		req, _ := http.NewRequest("GET", en.http.URL+"/v1/events", nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := en.http.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			t.Fatalf("%s: a stream opened, want 429 naming %s", what, key)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		if a := (answer{resp.StatusCode, resp.Header, b}); !refusedWith(t, a, http.StatusTooManyRequests, v1.CodeBusy, key) {
 			t.Fatalf("%s: %d %s, want 429 naming %s", what, a.status, a.body, key)
 		}
 	}
@@ -474,7 +527,7 @@ func TestTerminalInputGuarded(t *testing.T) {
 		}
 	}
 	a = en.do("POST", input, "while :; do :; done\n", user...)
-	if p := a.problem(t); a.status != http.StatusTooManyRequests || p.Code != guard.CodeBudgetExhausted || a.header.Get("Retry-After") == "" {
+	if !refusedWith(t, a, http.StatusTooManyRequests, guard.CodeBudgetExhausted) || a.header.Get("Retry-After") == "" {
 		t.Fatalf("input past the budget: %d %s", a.status, a.body)
 	}
 	rows := must(en.audit.Query(context.Background(), audit.Query{Operation: string(v1.OpSessionTerminal), Session: id, Limit: 10}))
