@@ -27,8 +27,12 @@ const (
 	OpSessionExec Operation = "session_exec"
 	// OpSessionCode is a call in an interpreter context of a session.
 	OpSessionCode Operation = "session_code"
-	// OpSessionTerminal is a program started on a terminal of a session.
+	// OpSessionTerminal is a program started on a terminal of a session
+	// (reason started), or input typed into it (reason input).
 	OpSessionTerminal Operation = "session_terminal"
+	// OpSessionUpload is files written into a session: PUT
+	// …/files/{path} or a multipart upload.
+	OpSessionUpload Operation = "session_upload"
 	// OpAuth is the audit row of a failed authentication: its token is
 	// empty, its remote address and error code say who and why.
 	OpAuth Operation = "auth"
@@ -42,7 +46,7 @@ type AuditRecord struct {
 	// Token is the name of the token that asked ("anonymous" without auth).
 	Token string `json:"token"`
 	// Operation is run, function, lint, tool, session, session_exec,
-	// session_code, session_terminal or auth.
+	// session_code, session_terminal, session_upload or auth.
 	Operation Operation       `json:"kind"`
 	Backend   string          `json:"backend,omitempty"`
 	Isolation string          `json:"isolation,omitempty"`
@@ -68,6 +72,20 @@ type AuditRecord struct {
 	// The caller's names for the execution (X-Execbox-Run-Id, …), as its
 	// events carry them.
 	Caller
+	// Terminal is the terminal of a session_terminal row.
+	Terminal string `json:"terminal,omitempty"`
+	// Inputs are what the request brought into the session: an upload's
+	// files, a terminal's input.
+	Inputs []AuditInput `json:"inputs,omitempty"`
+}
+
+// AuditInput is something a request brought into a session: a file an
+// upload wrote (its path), or input typed into a terminal (no path), by
+// its size and SHA-256 (hex); its bytes are never kept.
+type AuditInput struct {
+	Path   string `json:"path,omitempty"`
+	Size   int64  `json:"size"`
+	SHA256 string `json:"sha256"`
 }
 
 // Audit is GET /v1/audit.

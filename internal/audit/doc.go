@@ -8,8 +8,10 @@
 // its limits, how it ended (reason, exit code, duration, usage), the
 // SHA-256 of the whole request (RequestHash: command or code, files,
 // stdin, …) — the code itself only when Options.StoreCode is set, only for
-// what ran, and at most MaxCode bytes of it — and the stable error code of
-// a failure.
+// what ran, and at most MaxCode bytes of it — the stable error code of a
+// failure, and what a request brought into a session besides code
+// (Inputs: an upload's files, a terminal's input), each by its size and
+// SHA-256, never its bytes.
 //
 // Record and Query are the package's own types: the HTTP API's wire types
 // (api/v1) are internal/server's to convert, so the API's JSON can change
@@ -26,7 +28,7 @@
 //   - Code is never stored unless StoreCode is set, and then at most
 //     MaxCode bytes (cut visibly); its hash always is.
 //   - A database made by an older execbox gains the columns it lacks
-//     (remote) when opened for writing.
+//     (remote, …, terminal, inputs) when opened for writing.
 //
 // Concurrency: a Store is safe for concurrent use; writes are serialised
 // on one connection. Another process may read the database while a Store

@@ -70,7 +70,9 @@ CREATE TABLE IF NOT EXISTS executions (
 	session     TEXT NOT NULL DEFAULT '',
 	run_id      TEXT NOT NULL DEFAULT '',
 	node_name   TEXT NOT NULL DEFAULT '',
-	tool_call_id TEXT NOT NULL DEFAULT ''
+	tool_call_id TEXT NOT NULL DEFAULT '',
+	terminal    TEXT NOT NULL DEFAULT '',
+	inputs      TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS executions_time ON executions(time_ns);
 CREATE INDEX IF NOT EXISTS executions_token ON executions(token, time_ns);
@@ -146,7 +148,7 @@ func Open(path string, o Options) (*Store, error) {
 
 // migrate adds the columns a database made by an older execbox lacks.
 func migrate(db *sql.DB) error {
-	for _, col := range []string{"remote", "session", "run_id", "node_name", "tool_call_id"} {
+	for _, col := range []string{"remote", "session", "run_id", "node_name", "tool_call_id", "terminal", "inputs"} {
 		var n int
 		if err := db.QueryRow(`SELECT count(*) FROM pragma_table_info('executions') WHERE name = ?`, col).Scan(&n); err != nil {
 			return err
@@ -263,6 +265,21 @@ type Record struct {
 	// RunID, NodeName and ToolCallID are what the caller named its
 	// execution by (the X-Execbox-* headers), as its events carry them.
 	RunID, NodeName, ToolCallID string
+	// Terminal is the terminal a session_terminal row's input was typed
+	// into (or its program started on).
+	Terminal string
+	// Inputs are what the request brought into the session besides code:
+	// the files an upload wrote, the input typed into a terminal.
+	Inputs []Input
+}
+
+// Input is something a request brought into a session: a file an upload
+// wrote (its path in the work dir), or input typed into a terminal (no
+// path). Its size and SHA-256 are kept, never its bytes.
+type Input struct {
+	Path   string `json:"path,omitempty"`
+	Size   int64  `json:"size"`
+	SHA256 string `json:"sha256"`
 }
 
 // Entry is what a caller records: the record plus the code, which the
@@ -319,12 +336,17 @@ func (s *Store) Record(ctx context.Context, e Entry) (Record, error) {
 	if r.ExitCode != nil {
 		exit = *r.ExitCode
 	}
+	inputs := ""
+	if len(r.Inputs) > 0 {
+		b, _ := json.Marshal(r.Inputs)
+		inputs = string(b)
+	}
 	_, err := s.db.ExecContext(context.WithoutCancel(ctx), `INSERT INTO executions
 		(id, time_ns, request_id, token, kind, backend, isolation, limits, reason, exit_code, duration_ns, usage, code_sha256, code, error_code, remote, session,
-		 run_id, node_name, tool_call_id)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		 run_id, node_name, tool_call_id, terminal, inputs)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		r.ID, r.Time.UnixNano(), r.RequestID, r.Token, r.Operation, r.Backend, r.Isolation, limits, r.Reason, exit,
-		int64(r.Duration), usage, r.CodeSHA256, code, r.ErrorCode, r.Remote, r.Session, r.RunID, r.NodeName, r.ToolCallID)
+		int64(r.Duration), usage, r.CodeSHA256, code, r.ErrorCode, r.Remote, r.Session, r.RunID, r.NodeName, r.ToolCallID, r.Terminal, inputs)
 	if err != nil {
 		return r, sandbox.Errorf(sandbox.ErrInternal, "audit_failed", "writing the audit log: %w", err)
 	}
@@ -414,7 +436,7 @@ func (s *Store) Query(ctx context.Context, q Query) ([]Record, int, error) {
 		return nil, 0, fmt.Errorf("counting audit records: %w", err)
 	}
 	rows, err := s.db.QueryContext(ctx, `SELECT id, time_ns, request_id, token, kind, backend, isolation, limits, reason,
-		exit_code, duration_ns, usage, code_sha256, code, error_code, remote, session, run_id, node_name, tool_call_id FROM executions`+cond+
+		exit_code, duration_ns, usage, code_sha256, code, error_code, remote, session, run_id, node_name, tool_call_id, terminal, inputs FROM executions`+cond+
 		" ORDER BY time_ns DESC, seq DESC LIMIT ?", append(args, limit)...)
 	if err != nil {
 		return nil, 0, fmt.Errorf("querying audit records: %w", err)
@@ -426,8 +448,10 @@ func (s *Store) Query(ctx context.Context, q Query) ([]Record, int, error) {
 		var t, dur int64
 		var limits, usage, code sql.NullString
 		var exit sql.NullInt64
+		var inputs string
 		if err := rows.Scan(&r.ID, &t, &r.RequestID, &r.Token, &r.Operation, &r.Backend, &r.Isolation, &limits, &r.Reason,
-			&exit, &dur, &usage, &r.CodeSHA256, &code, &r.ErrorCode, &r.Remote, &r.Session, &r.RunID, &r.NodeName, &r.ToolCallID); err != nil {
+			&exit, &dur, &usage, &r.CodeSHA256, &code, &r.ErrorCode, &r.Remote, &r.Session, &r.RunID, &r.NodeName, &r.ToolCallID,
+			&r.Terminal, &inputs); err != nil {
 			return nil, 0, fmt.Errorf("reading audit records: %w", err)
 		}
 		r.Time, r.Duration, r.Code = time.Unix(0, t), time.Duration(dur), code.String
@@ -445,6 +469,11 @@ func (s *Store) Query(ctx context.Context, q Query) ([]Record, int, error) {
 			r.Usage = &sandbox.Usage{}
 			if err := json.Unmarshal([]byte(usage.String), r.Usage); err != nil {
 				return nil, 0, fmt.Errorf("reading audit record %s: usage: %w", r.ID, err)
+			}
+		}
+		if inputs != "" {
+			if err := json.Unmarshal([]byte(inputs), &r.Inputs); err != nil {
+				return nil, 0, fmt.Errorf("reading audit record %s: inputs: %w", r.ID, err)
 			}
 		}
 		out = append(out, r)

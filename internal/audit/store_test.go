@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -345,6 +346,10 @@ func TestMigrateOldSchema(t *testing.T) {
 		t.Fatal(err)
 	}
 	old := strings.Replace(schema, ",\n\tremote      TEXT NOT NULL DEFAULT ''", "", 1)
+	old = strings.Replace(old, ",\n\tterminal    TEXT NOT NULL DEFAULT '',\n\tinputs      TEXT NOT NULL DEFAULT ''", "", 1)
+	if old == schema || strings.Contains(old, "inputs") {
+		t.Fatal("the old schema still has the new columns")
+	}
 	if _, err := db.Exec(old); err != nil {
 		t.Fatal(err)
 	}
@@ -357,11 +362,37 @@ func TestMigrateOldSchema(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if _, err := s.Record(context.Background(), Entry{Record: Record{Token: "b", Operation: "run", Remote: "::1"}}); err != nil {
+	if _, err := s.Record(context.Background(), Entry{Record: Record{Token: "b", Operation: "run", Remote: "::1", Terminal: "t1",
+		Inputs: []Input{{Size: 1, SHA256: "ab"}}}}); err != nil {
 		t.Fatal(err)
 	}
 	recs, total, err := s.Query(context.Background(), Query{})
-	if err != nil || total != 2 || recs[0].Remote != "::1" || recs[1].ID != "old" {
+	if err != nil || total != 2 || recs[0].Remote != "::1" || recs[0].Terminal != "t1" || len(recs[0].Inputs) != 1 || recs[1].ID != "old" || recs[1].Inputs != nil {
 		t.Fatalf("%+v %d %v", recs, total, err)
+	}
+}
+
+// TestInputs: what a request brought into a session is kept by path, size
+// and SHA-256, in order; a row without inputs has none.
+func TestInputs(t *testing.T) {
+	ctx := context.Background()
+	s, _ := open(t, Options{})
+	in := []Input{{Path: "a/b.txt", Size: 5, SHA256: Hash("alpha")}, {Path: "c", Size: 0, SHA256: Hash("")}}
+	if _, err := s.Record(ctx, Entry{Record: Record{ID: "up", Operation: "session_upload", Session: "s1", Inputs: in}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Record(ctx, Entry{Record: Record{ID: "typed", Operation: "session_terminal", Session: "s1", Terminal: "t1",
+		Inputs: []Input{{Size: 3, SHA256: Hash("ls\n")}}}}); err != nil {
+		t.Fatal(err)
+	}
+	recs, _, err := s.Query(ctx, Query{Session: "s1"})
+	if err != nil || len(recs) != 2 {
+		t.Fatalf("%+v %v", recs, err)
+	}
+	if r := recs[1]; r.ID != "up" || r.Terminal != "" || !slices.Equal(r.Inputs, in) {
+		t.Errorf("the upload's row: %+v", r)
+	}
+	if r := recs[0]; r.ID != "typed" || r.Terminal != "t1" || len(r.Inputs) != 1 || r.Inputs[0] != (Input{Size: 3, SHA256: Hash("ls\n")}) {
+		t.Errorf("the terminal input's row: %+v", r)
 	}
 }

@@ -158,6 +158,12 @@ type EventsSection struct {
 	// it loses them; MaxStreams how many streams are open at once.
 	StreamBuffer int `yaml:"stream_buffer"`
 	MaxStreams   int `yaml:"max_streams"`
+	// MaxStreamsPerToken is the most streams one non-admin token holds
+	// open; 0 = half of max_streams (at least 1). AdminStreams of them
+	// are kept for admin tokens (at most max_streams − 1). Both apply when
+	// tokens are configured.
+	MaxStreamsPerToken int `yaml:"max_streams_per_token"`
+	AdminStreams       int `yaml:"admin_streams"`
 	// WebhookURL, when set, gets every event POSTed, signed with the
 	// HMAC-SHA256 key in WebhookSecretFile (at least 16 bytes), each try
 	// bounded by WebhookTimeout, a failed one tried WebhookRetries times
@@ -199,6 +205,20 @@ type ServerSection struct {
 	// from its first byte: a client that does not read is cut off, and its
 	// run slot freed.
 	WriteTimeout time.Duration `yaml:"write_timeout"`
+	// MinBodyRate is the slowest a request body may come, in bytes per
+	// second, over each 30 s of waiting for it: an upload's body slower
+	// than that is cut (408 body_timeout), and any body behind it no
+	// longer keeps its connection from being closed for a new one.
+	MinBodyRate int64 `yaml:"min_body_rate"`
+	// MaxUploads is the most uploads (PUT …/files/{path}, POST …/upload)
+	// streaming in at once; MaxUploadsPerToken the most of one non-admin
+	// token (0 = half of max_uploads, at least 1); AdminUploads of them
+	// are kept for admin tokens (at most max_uploads − 1). Past a bound an
+	// upload is answered 429 too_many_uploads. The shares apply when
+	// tokens are configured.
+	MaxUploads         int `yaml:"max_uploads"`
+	MaxUploadsPerToken int `yaml:"max_uploads_per_token"`
+	AdminUploads       int `yaml:"admin_uploads"`
 	// MaxConnections is the most connections open at once, and
 	// MaxConnectionsPerAddress the most from one remote address; past them
 	// the oldest connection not serving an authenticated request is closed
@@ -297,10 +317,11 @@ func Default() *Config {
 			MaxIdleMemory: sandbox.GiB, Refill: 1, MaxAge: 10 * time.Minute},
 		Retries: RetriesSection{Max: 3, Backoff: 200 * time.Millisecond},
 		Guard:   guard.Config{Default: guard.Allow, Approvals: guard.Approvals{Timeout: 5 * time.Minute, MaxPending: 64}},
-		Events:  EventsSection{StreamBuffer: 256, MaxStreams: 64, WebhookTimeout: 5 * time.Second, WebhookRetries: 3, WebhookQueue: 1024},
+		Events:  EventsSection{StreamBuffer: 256, MaxStreams: 64, AdminStreams: 1, WebhookTimeout: 5 * time.Second, WebhookRetries: 3, WebhookQueue: 1024},
 		Server: ServerSection{
 			Listen: "127.0.0.1:8080", MaxBody: sandbox.MiB, AdminRuns: 1, QueueDepth: 64, QueueWait: 10 * time.Second, MaxResultMemory: DefaultResultMemory(sandbox.HostMemory()),
-			WriteTimeout: 60 * time.Second, MaxHeaderBytes: 16 * sandbox.KiB, AllowedHosts: []string{}, AllowedOrigins: []string{},
+			WriteTimeout: 60 * time.Second, MinBodyRate: 4 * sandbox.KiB, MaxUploads: 64, AdminUploads: 1,
+			MaxHeaderBytes: 16 * sandbox.KiB, AllowedHosts: []string{}, AllowedOrigins: []string{},
 			ShutdownTimeout: 30 * time.Second, Playground: true,
 		},
 		Replicas: ReplicasSection{Peers: []string{}},

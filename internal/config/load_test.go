@@ -396,8 +396,8 @@ func TestKeysAndEnvNames(t *testing.T) {
 	if got := EnvName("nope"); got != "" {
 		t.Errorf("EnvName(nope) = %q", got)
 	}
-	if got := len(Keys()); got != 113 {
-		t.Errorf("%d keys, want the 113 of Config (limits and max_limits, the server's and auth's bounds and playground, the admission queue, sessions, replicas, pools, retries, events, guard and docker.pool_size included)", got)
+	if got := len(Keys()); got != 119 {
+		t.Errorf("%d keys, want the 119 of Config (limits and max_limits, the server's and auth's bounds and playground, the admission queue, uploads, sessions, replicas, pools, retries, events, guard and docker.pool_size included)", got)
 	}
 }
 

@@ -28,9 +28,12 @@ func DefaultMaxConnections() int {
 // it closes the oldest connection that is not serving an authenticated
 // request (one that sent nothing yet, is idle between requests, or is
 // still sending its header) — so idle or unauthenticated connections,
-// however many, never keep an authenticated client out. Only when every
-// connection at the bound is serving an authenticated request is the new
-// one refused (closed at once). It never blocks Accept.
+// however many, never keep an authenticated client out. A request whose
+// body comes slower than the minimum rate (pace.go) counts as not served:
+// on a server without tokens every request is authenticated, and a body
+// trickling in does no more for its sender than silence would. Only when
+// every connection at the bound is serving an authenticated request is
+// the new one refused (closed at once). It never blocks Accept.
 type connLimiter struct {
 	net.Listener
 	max, perAddr int
@@ -54,16 +57,19 @@ type limitedConn struct {
 	// state is the http.ConnState the server last reported, since when.
 	state atomic.Int32
 	since atomic.Int64
-	// busy counts the authenticated requests it is serving now.
+	// busy counts the authenticated requests it is serving now, and body
+	// is the body of the one it serves (HTTP/1: one at a time).
 	busy atomic.Int32
+	body atomic.Pointer[pacedBody]
 }
 
-func (c *limitedConn) evictable() bool {
+func (c *limitedConn) evictable(now time.Time) bool {
 	switch http.ConnState(c.state.Load()) {
 	case http.StateNew, http.StateIdle:
 		return true
 	case http.StateActive:
-		return c.busy.Load() == 0
+		b := c.body.Load()
+		return c.busy.Load() == 0 || b != nil && b.lagging(now)
 	}
 	return false
 }
@@ -138,8 +144,9 @@ func (l *connLimiter) admit(lc *limitedConn) (victims []*limitedConn, ok bool) {
 // state; the caller holds l.mu.
 func (l *connLimiter) oldest(addr string) *limitedConn {
 	var v *limitedConn
+	now := time.Now()
 	for c := range l.conns {
-		if (addr == "" || c.addr == addr) && c.evictable() && (v == nil || c.since.Load() < v.since.Load()) {
+		if (addr == "" || c.addr == addr) && (v == nil || c.since.Load() < v.since.Load()) && c.evictable(now) {
 			v = c
 		}
 	}
@@ -192,12 +199,19 @@ func connContext(ctx context.Context, c net.Conn) context.Context {
 }
 
 // serving marks r's connection as serving an authenticated request until
-// done is called: the limiter does not evict it meanwhile.
-func serving(r *http.Request) (done func()) {
+// done is called: the limiter does not evict it meanwhile, unless its
+// body falls behind the minimum rate. It paces r's body (pace.go).
+func (s *Server) serving(r *http.Request) (done func()) {
+	body := s.pace(r.Body)
+	r.Body = body
 	lc, ok := r.Context().Value(connKey{}).(*limitedConn)
 	if !ok {
 		return func() {}
 	}
+	lc.body.Store(body)
 	lc.busy.Add(1)
-	return func() { lc.busy.Add(-1) }
+	return func() {
+		lc.busy.Add(-1)
+		lc.body.CompareAndSwap(body, nil)
+	}
 }

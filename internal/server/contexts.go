@@ -245,8 +245,8 @@ func (s *Server) handleTerminalList(w http.ResponseWriter, r *http.Request) {
 }
 
 // admitted counts a request that makes the sandbox work (a context's
-// reset, typing into a terminal) against the token's rate and in-flight
-// limits, as an execution is; the caller calls release (always).
+// reset) against the token's rate and in-flight limits, as an execution
+// is; the caller calls release (always).
 func admitted(r *http.Request) (release func(), err error) {
 	if id := infoOf(r.Context()).identity; id != nil {
 		rel, err := id.Admit()
@@ -348,39 +348,71 @@ func (s *Server) handleTerminalOutput(w http.ResponseWriter, r *http.Request) {
 }
 
 // handleTerminalInput is POST /v1/sessions/{id}/terminals/{terminal_id}/input:
-// the raw body (at most v1.MaxTerminalInput bytes) is typed into the
-// terminal; 204.
+// the raw body (at most v1.MaxTerminalInput bytes, read within the body
+// timeout) is typed into the terminal; 204. Typing is running code: the
+// input is an execution of the terminal's operation (session_terminal,
+// language command) that the guard decides and the token's budgets count,
+// refused with the codes of any refused execution; its audit row names
+// the session, the terminal and the input's size and SHA-256, never the
+// input.
 func (s *Server) handleTerminalInput(w http.ResponseWriter, r *http.Request) {
-	release, err := admitted(r)
-	defer release()
-	if err != nil {
-		writeProblem(w, r, problemOf(r, err))
+	x := s.begin(r, v1.OpSessionTerminal)
+	defer x.end()
+	if !x.admit(w) {
 		return
 	}
 	sess, t, err := s.terminal(r)
 	if err != nil {
-		writeProblem(w, r, problemOf(r, err))
+		x.fail(w, err)
 		return
 	}
+	x.entry.Session, x.entry.Terminal = sess.ID(), t.info.ID
 	defer sess.Use()()
+	data, err := s.terminalInput(w, r)
+	if err != nil {
+		x.fail(w, err)
+		return
+	}
+	x.inFlight()
+	h := audit.NewRequestHash("session_terminal_input")
+	h.Field("session", []byte(sess.ID()))
+	h.Field("terminal", []byte(t.info.ID))
+	h.Field("input", data)
+	x.entry.CodeSHA256 = h.Sum()
+	x.entry.Inputs = []audit.Input{{Size: int64(len(data)), SHA256: audit.Hash(string(data))}}
+	if t.info.Exit != nil {
+		x.fail(w, sandbox.Errorf(sandbox.ErrInvalid, "terminal_ended", "terminal %s has ended", t.info.ID))
+		return
+	}
+	info := sess.Info()
+	if !x.check(w, guard.Call{Language: "command", Backend: info.Backend}, nil) {
+		return
+	}
+	if err := t.t.Write(r.Context(), data); err != nil {
+		x.fail(w, err)
+		return
+	}
+	x.entry.Backend, x.entry.Isolation, x.entry.Reason = info.Backend, info.Isolation.String(), "input"
+	x.end()
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// terminalInput reads a terminal input's body: at most
+// v1.MaxTerminalInput bytes (413 input_too_large), within the body
+// timeout (408 body_timeout).
+func (s *Server) terminalInput(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	rc := http.NewResponseController(w)
+	rc.SetReadDeadline(time.Now().Add(s.opts.BodyTimeout))
 	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, v1.MaxTerminalInput))
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			err = sandbox.Errorf(sandbox.ErrLimit, "input_too_large", "terminal input is at most %d bytes a request", v1.MaxTerminalInput)
+			return nil, sandbox.Errorf(sandbox.ErrLimit, "input_too_large", "terminal input is at most %d bytes a request", v1.MaxTerminalInput)
 		}
-		writeProblem(w, r, problemOf(r, err))
-		return
+		return nil, s.readError(w, err)
 	}
-	if t.info.Exit != nil {
-		writeProblem(w, r, problemOf(r, sandbox.Errorf(sandbox.ErrInvalid, "terminal_ended", "terminal %s has ended", t.info.ID)))
-		return
-	}
-	if err := t.t.Write(r.Context(), data); err != nil {
-		writeProblem(w, r, problemOf(r, err))
-		return
-	}
-	w.WriteHeader(http.StatusNoContent)
+	rc.SetReadDeadline(time.Time{})
+	return data, nil
 }
 
 // handleTerminalResize is POST /v1/sessions/{id}/terminals/{terminal_id}/resize.

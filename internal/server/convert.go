@@ -119,6 +119,14 @@ func AuditRecordToWire(r audit.Record) v1.AuditRecord {
 		ID: r.ID, Time: r.Time, RequestID: r.RequestID, Token: r.Token, Operation: v1.Operation(r.Operation),
 		Backend: r.Backend, Isolation: r.Isolation, Limits: r.Limits, Reason: r.Reason, ExitCode: r.ExitCode,
 		Duration: r.Duration, Usage: r.Usage, CodeSHA256: r.CodeSHA256, Code: r.Code, ErrorCode: r.ErrorCode, Remote: r.Remote, Session: r.Session,
-		Caller: v1.Caller{RunID: r.RunID, NodeName: r.NodeName, ToolCallID: r.ToolCallID},
+		Caller: v1.Caller{RunID: r.RunID, NodeName: r.NodeName, ToolCallID: r.ToolCallID}, Terminal: r.Terminal, Inputs: inputsToWire(r.Inputs),
 	}
+}
+
+func inputsToWire(in []audit.Input) []v1.AuditInput {
+	var out []v1.AuditInput
+	for _, i := range in {
+		out = append(out, v1.AuditInput(i))
+	}
+	return out
 }

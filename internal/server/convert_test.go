@@ -197,7 +197,7 @@ func TestAuditWireJSON(t *testing.T) {
 		Reason: "exited", ExitCode: &exit, Duration: 2 * time.Second,
 		Usage:      &sandbox.Usage{Wall: time.Second, CPU: time.Millisecond, PeakMemory: 1 << 20},
 		CodeSHA256: audit.Hash("<print>"), Code: "<print>", ErrorCode: "busy", Remote: "192.0.2.7", Session: "s1",
-		RunID: "r1", NodeName: "n1", ToolCallID: "c1",
+		RunID: "r1", NodeName: "n1", ToolCallID: "c1", Terminal: "t1", Inputs: []audit.Input{{Path: "a", Size: 1, SHA256: "ab"}, {Size: 2, SHA256: "cd"}},
 	}
 	allSet(t, "audit.Record", &rec)
 	got, err := json.Marshal(AuditToWire([]audit.Record{rec, {ID: "fn1", Time: rec.Time, Token: "anonymous", Operation: "lint"}}, 7))
@@ -208,7 +208,7 @@ func TestAuditWireJSON(t *testing.T) {
 		`"backend":"native","isolation":"process","limits":{"wall":1.5,"memory":67108864},"reason":"exited","exit_code":3,` +
 		`"duration_ns":2000000000,"usage":{"wall_ns":1000000000,"cpu_ns":1000000,"peak_memory_bytes":1048576},` +
 		`"code_sha256":"` + audit.Hash("<print>") + `","code":"\u003cprint\u003e","error_code":"busy","remote":"192.0.2.7","session":"s1",` +
-		`"run_id":"r1","node_name":"n1","tool_call_id":"c1"},` +
+		`"run_id":"r1","node_name":"n1","tool_call_id":"c1","terminal":"t1","inputs":[{"path":"a","size":1,"sha256":"ab"},{"size":2,"sha256":"cd"}]},` +
 		`{"id":"fn1","time":"2026-01-02T03:04:05.000000006Z","token":"anonymous","kind":"lint","duration_ns":0}],"total":7}`
 	if string(got) != want {
 		t.Errorf("audit JSON\n got %s\nwant %s", got, want)

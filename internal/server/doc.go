@@ -24,7 +24,10 @@
 //     its bound 413, invalid input 400 naming the field.
 //   - Bodies are bounded in size (server.max_body for runs, the function
 //     protocol's 128 KiB for function calls) and in time (Options.
-//     BodyTimeout, 408 past it); a stream's pending output is bounded by
+//     BodyTimeout, 408 past it; an upload's, which may be large, at least
+//     at Options.MinBodyRate: each MinBodyRate × BodyTimeout bytes within
+//     BodyTimeout of waiting, pace.go); a multipart part's headers at most
+//     16 KiB, cut as they come; a stream's pending output is bounded by
 //     the run's output limit. A body must be application/json (415, also
 //     without a Content-Type) and is decoded strictly: exact keys, none
 //     twice, nesting bounded (strict.go). A body the server does not read
@@ -45,8 +48,10 @@
 //   - Connections (conns.go): at most MaxConnections, and
 //     MaxConnectionsPerAddress from one address; at a bound the oldest
 //     connection not serving an authenticated request is closed for the
-//     new one, so idle and unauthenticated connections never keep an
-//     authenticated client out, and accept never runs out of files.
+//     new one — a request whose body comes slower than MinBodyRate counts
+//     as not served — so idle, unauthenticated and trickling connections
+//     never keep an authenticated client out, and accept never runs out
+//     of files.
 //   - Answers have a write deadline from their first byte (WriteTimeout;
 //     per event for streams), and a run's result is written chunk by chunk
 //     (encodeStreaming), never escaped into a second copy.
@@ -55,9 +60,13 @@
 //     code; non-admin tokens see /v1/health and /v1/backends without the
 //     backends' details, enforcement and reasons.
 //   - Every execution request that passes authentication — run, function,
-//     lint, refused or not — leaves exactly one audit row and one metrics
+//     lint, session exec, context call, terminal start and terminal input,
+//     refused or not — leaves exactly one audit row and one metrics
 //     observation before its answer is complete. Its code_sha256 hashes the
-//     whole request; its code is kept only when it ran. A failed
+//     whole request; its code is kept only when it ran (terminal input
+//     never: its row has the input's size and SHA-256). An upload (PUT
+//     …/files/{path}, POST …/upload) leaves one row of kind session_upload
+//     naming each file written by path, size and SHA-256. A failed
 //     authentication (credentials that match no token) leaves a row of
 //     kind auth with the remote address, and spends the address's failure
 //     budget (auth.Check), past which it is answered 429 auth_throttled.
@@ -67,7 +76,12 @@
 //     slots, and the result memory its limits allow (so a slow upload
 //     holds none); the ticket is released only once the answer is written
 //     (or the client left, or the write deadline passed). Function calls
-//     pass the function executor's gate.
+//     pass the function executor's gate. Every execution in a session,
+//     terminal input included, passes the guard and the token's budgets.
+//     Uploads streaming in (server.max_uploads) and event streams open
+//     (events.max_streams) are bounded as runs are: a share per non-admin
+//     token and slots kept for admin tokens (shares.go), 429 past a
+//     bound.
 //   - Serve shuts down gracefully: /readyz turns false, requests keep being
 //     served for the drain delay, the listener closes, in-flight requests
 //     get the shutdown timeout to finish and are then cancelled (the engine

@@ -11,7 +11,6 @@ import (
 	v1 "github.com/execbox/execbox/api/v1"
 	"github.com/execbox/execbox/engine"
 	"github.com/execbox/execbox/event"
-	"github.com/execbox/execbox/sandbox"
 )
 
 // The headers a caller names its execution by (event.Caller), carried by
@@ -119,8 +118,10 @@ func (f *eventFilter) match(e *event.Event) bool {
 // admin token. A client that does not keep up loses events, never slows
 // executions: each stream has a bounded queue (events.stream_buffer), and
 // an "events.dropped" event says how many were lost so far. At most
-// events.max_streams are open at once (429 past it); a stream ends when
-// the server starts to drain.
+// events.max_streams are open at once, events.max_streams_per_token of a
+// non-admin token's, and events.admin_streams of them are kept for admin
+// tokens (429 busy past a bound); a stream ends when the server starts to
+// drain.
 func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 	f, err := parseEventFilter(r)
 	if err != nil {
@@ -130,13 +131,12 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 	if id := infoOf(r.Context()).identity; s.auth.Enabled() && id != nil && !id.Admin {
 		f.owner = id.Name
 	}
-	if n := s.eventStreams.Add(1); n > int64(s.opts.MaxEventStreams) {
-		s.eventStreams.Add(-1)
-		writeProblem(w, r, v1.NewProblem(sandbox.Errorf(sandbox.ErrBusy, v1.CodeBusy,
-			"%d event streams are open, the most this server serves (events.max_streams); try again later", s.opts.MaxEventStreams)))
+	release, err := s.eventStreams.take(s.owner(infoOf(r.Context()).identity))
+	if err != nil {
+		writeProblem(w, r, problemOf(r, err))
 		return
 	}
-	defer s.eventStreams.Add(-1)
+	defer release()
 	sub := s.opts.Engine.Events().Subscribe("sse", s.opts.EventBuffer, f.match)
 	defer sub.Close()
 	s.metrics.EventStream(1)

@@ -116,7 +116,7 @@ func (s *Server) guard(rt route) http.Handler {
 			}
 			info.identity = id
 			if name, ok := s.owningPeer(rt, r); ok {
-				defer serving(r)()
+				defer s.serving(r)()
 				s.forward(w, r, name)
 				return
 			}
@@ -132,7 +132,7 @@ func (s *Server) guard(rt route) http.Handler {
 				writeProblem(w, r, v1.ProblemFor(http.StatusForbidden, v1.CodeForbidden, "%s", what))
 				return
 			}
-			defer serving(r)()
+			defer s.serving(r)()
 		}
 		rt.h(w, r)
 	})

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	v1 "github.com/execbox/execbox/api/v1"
 	"github.com/execbox/execbox/engine"
 	"github.com/execbox/execbox/function"
 	"github.com/execbox/execbox/internal/audit"
@@ -54,6 +55,18 @@ type Options struct {
 	// answered 408. A body the server does not read (a request refused
 	// before it, such as a 401) is waited for at most a second.
 	BodyTimeout time.Duration
+	// MinBodyRate is the slowest a body may come, in bytes per second
+	// (default 4 KiB): every MinBodyRate × BodyTimeout bytes of it within
+	// BodyTimeout of the server's waiting (pace.go). An upload's body
+	// slower than that is cut (408 body_timeout); any body behind that
+	// pace no longer shields its connection from eviction.
+	MinBodyRate int64
+	// MaxUploads bounds the uploads (PUT …/files/{path}, POST …/upload)
+	// streaming in at once (default 64), MaxUploadsPerToken those of one
+	// non-admin token (0: half of MaxUploads), and AdminUploads of them
+	// are kept for admin tokens (at most MaxUploads − 1); past a bound an
+	// upload is answered 429 too_many_uploads.
+	MaxUploads, MaxUploadsPerToken, AdminUploads int
 	// WriteTimeout bounds writing one answer, from its first byte, and
 	// each event of a stream (default 60 s): a client that does not read
 	// is cut off, and the run slot its result held is freed.
@@ -83,8 +96,12 @@ type Options struct {
 	PublicMetrics bool
 	// EventBuffer is how many events one GET /v1/events stream may hold
 	// unsent before it loses them (default 256); MaxEventStreams how many
-	// such streams are open at once (default 64).
-	EventBuffer, MaxEventStreams int
+	// such streams are open at once (default 64), MaxEventStreamsPerToken
+	// how many of one non-admin token (0: half of MaxEventStreams), and
+	// AdminEventStreams of them are kept for admin tokens (at most
+	// MaxEventStreams − 1).
+	EventBuffer, MaxEventStreams               int
+	MaxEventStreamsPerToken, AdminEventStreams int
 	// Playground serves the web playground (package webui) at "/": GET
 	// and HEAD of any path that is not the API's.
 	Playground bool
@@ -118,11 +135,13 @@ type Server struct {
 	origins []string // AllowedOrigins, normalised
 	conns   atomic.Pointer[connLimiter]
 
-	draining     atomic.Bool
-	drain        chan struct{}  // closed when the drain starts: event streams end
-	closing      atomic.Bool    // the drain delay is over: new executions are refused
-	eventStreams atomic.Int64   // GET /v1/events answers open
-	handlers     sync.WaitGroup // requests being handled
+	draining atomic.Bool
+	drain    chan struct{}  // closed when the drain starts: event streams end
+	closing  atomic.Bool    // the drain delay is over: new executions are refused
+	handlers sync.WaitGroup // requests being handled
+
+	uploads      *shares // uploads streaming in
+	eventStreams *shares // GET /v1/events answers open
 
 	peerTransport *http.Transport // requests passed to other replicas
 }
@@ -140,6 +159,12 @@ func New(o Options) (*Server, error) {
 	}
 	if o.BodyTimeout <= 0 {
 		o.BodyTimeout = 30 * time.Second
+	}
+	if o.MinBodyRate <= 0 {
+		o.MinBodyRate = 4 * sandbox.KiB
+	}
+	if o.MaxUploads <= 0 {
+		o.MaxUploads = 64
 	}
 	if o.FunctionTimeout <= 0 {
 		o.FunctionTimeout = function.DefaultTimeout
@@ -188,7 +213,12 @@ func New(o Options) (*Server, error) {
 	if o.Peers != nil && !replica.ValidName(o.Replica) {
 		return nil, fmt.Errorf("server: replica name %q: must be a DNS label when peers are configured", o.Replica)
 	}
-	s := &Server{opts: o, log: o.Logger, metrics: o.Metrics, auth: o.Auth, drain: make(chan struct{})}
+	s := &Server{opts: o, log: o.Logger, metrics: o.Metrics, auth: o.Auth, drain: make(chan struct{}),
+		uploads: newShares("uploads", CodeTooManyUploads, o.MaxUploads, o.MaxUploadsPerToken, o.AdminUploads,
+			"server.max_uploads", "server.max_uploads_per_token", "server.admin_uploads"),
+		eventStreams: newShares("event streams", v1.CodeBusy, o.MaxEventStreams, o.MaxEventStreamsPerToken, o.AdminEventStreams,
+			"events.max_streams", "events.max_streams_per_token", "events.admin_streams"),
+	}
 	if o.Peers != nil {
 		s.peerTransport = &http.Transport{
 			DialContext:         (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
@@ -221,6 +251,7 @@ func New(o Options) (*Server, error) {
 		return float64(n)
 	})
 	s.metrics.Gauge("execbox_sessions_open", "Sessions open now (at most sessions.max).", func() float64 { return float64(e.OpenSessions()) })
+	s.metrics.Gauge("execbox_uploads_in_progress", "Uploads streaming in now (at most server.max_uploads).", func() float64 { return float64(s.uploads.held()) })
 	s.metrics.Gauge("execbox_run_slots", "Run slots (server.max_runs).", func() float64 { return float64(e.Admission().Slots) })
 	s.metrics.Gauge("execbox_admission_queued", "Runs waiting for a run slot now (at most server.queue_depth).",
 		func() float64 { return float64(e.Admission().Queued) })

@@ -2,6 +2,8 @@ package server
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +13,7 @@ import (
 	"mime"
 	"mime/multipart"
 	"net/http"
+	"net/textproto"
 	"path"
 	"slices"
 	"strconv"
@@ -29,10 +32,19 @@ const maxListed = 10_000
 
 // maxUploadParts bounds the files one multipart upload may carry, and
 // uploadOverhead the bytes of its part headers and boundaries: the body is
-// at most the session's work_size plus that.
+// at most the session's work_size plus that. maxPartHeader bounds one
+// part's headers (as parsed: each field's name, ": ", value and CRLF): a
+// filename of the longest path, 4096 bytes, fits even percent-encoded.
 const (
 	maxUploadParts = 1000
 	uploadOverhead = sandbox.MiB
+	maxPartHeader  = 16 * sandbox.KiB
+)
+
+// Codes of uploads.
+const (
+	CodeTooManyUploads     = "too_many_uploads"      // ErrBusy (429): server.max_uploads, a token's share or the admin reserve
+	CodePartHeaderTooLarge = "part_header_too_large" // ErrLimit (413): a part's headers over maxPartHeader
 )
 
 // sessionRoutes are the session API's routes.
@@ -232,77 +244,114 @@ func (s *Server) files(r *http.Request, emptyOK bool) (_ *engine.Session, _ sand
 
 // handleFilePut is PUT /v1/sessions/{id}/files/{path}: the raw body
 // becomes the file, streamed (never held whole), at most the session's
-// work_size; 201 with the file's description.
+// work_size, at least at the minimum body rate; 201 with the file's
+// description. It is an upload: it takes an upload slot, and its audit row
+// names the file's path, size and SHA-256.
 func (s *Server) handleFilePut(w http.ResponseWriter, r *http.Request) {
+	x := s.begin(r, v1.OpSessionUpload)
+	defer x.end()
 	sess, f, p, release, err := s.files(r, false)
 	defer release()
 	if err != nil {
-		writeProblem(w, r, problemOf(r, err))
+		x.fail(w, err)
 		return
 	}
+	x.uploadTo(sess)
 	max := sess.Info().Limits.WorkSize
 	if r.ContentLength > max {
-		writeProblem(w, r, problemOf(r, sandbox.Errorf(sandbox.ErrLimit, "file_too_large",
-			"the body is %d bytes, over the session's work_size %s", r.ContentLength, sandbox.HumanSize(max))))
+		x.fail(w, sandbox.Errorf(sandbox.ErrLimit, "file_too_large",
+			"the body is %d bytes, over the session's work_size %s", r.ContentLength, sandbox.HumanSize(max)))
 		return
 	}
-	body := &progressReader{r: r.Body, rc: http.NewResponseController(w), idle: s.opts.BodyTimeout}
-	_, err = f.PutFile(r.Context(), p, body, max)
+	done, err := s.uploads.take(s.owner(x.info.identity))
 	if err != nil {
-		if body.err != nil {
-			err = s.readError(w, body.err)
-		}
-		writeProblem(w, r, problemOf(r, err))
+		x.fail(w, err)
 		return
 	}
-	// The next request on the connection gets no deadline of this body's.
-	body.rc.SetReadDeadline(time.Time{})
+	defer done()
+	body := paced(w, r)
+	h := sha256.New()
+	rd := &readRecorder{r: io.TeeReader(body, h)}
+	n, err := f.PutFile(r.Context(), p, rd, max)
+	if err != nil {
+		if rd.err != nil {
+			err = s.bodyError(w, rd.err)
+		}
+		x.fail(w, err)
+		return
+	}
+	body.done()
+	x.entry.Inputs = []audit.Input{{Path: p, Size: n, SHA256: hex.EncodeToString(h.Sum(nil))}}
 	st, err := f.Stat(r.Context(), p)
 	if err != nil {
-		writeProblem(w, r, problemOf(r, err))
+		x.fail(w, err)
 		return
 	}
+	x.entry.Reason = "uploaded"
+	x.end()
 	writeJSON(w, http.StatusCreated, st)
+}
+
+// uploadTo notes in an upload's audit row the session it writes into.
+func (x *execution) uploadTo(sess *engine.Session) {
+	info := sess.Info()
+	x.entry.Session = info.ID
+	x.entry.Backend, x.entry.Isolation = info.Backend, info.Isolation.String()
 }
 
 // handleUpload is POST /v1/sessions/{id}/upload[/{dir}]: a
 // multipart/form-data body (an HTML form's, curl -F's) whose every part is
 // a file, written to {dir}/{its filename} — a relative path, checked like
 // any other — part by part, streamed, never held whole; in all at most the
-// session's work_size and maxUploadParts files. 201 with the files. A
-// failing part is answered with its problem, naming the part; the parts
-// before it stay written, the failing one leaves no file.
+// session's work_size and maxUploadParts files, each part's headers at
+// most maxPartHeader, at least at the minimum body rate. 201 with the
+// files. A failing part is answered with its problem, naming the part; the
+// parts before it stay written, the failing one leaves no file. It takes
+// an upload slot; its audit row names each file written: path, size and
+// SHA-256.
 func (s *Server) handleUpload(w http.ResponseWriter, r *http.Request) {
+	x := s.begin(r, v1.OpSessionUpload)
+	defer x.end()
 	sess, f, dir, release, err := s.files(r, true)
 	defer release()
 	if err != nil {
-		writeProblem(w, r, problemOf(r, err))
+		x.fail(w, err)
 		return
 	}
+	x.uploadTo(sess)
 	ct := r.Header.Get("Content-Type")
 	mt, params, err := mime.ParseMediaType(ct)
 	if err != nil || mt != "multipart/form-data" || params["boundary"] == "" {
-		writeProblem(w, r, v1.ProblemFor(http.StatusUnsupportedMediaType, v1.CodeUnsupportedMedia,
+		x.fail(w, v1.ProblemFor(http.StatusUnsupportedMediaType, v1.CodeUnsupportedMedia,
 			"Content-Type %q is not multipart/form-data with a boundary (PUT …/files/{path} takes a raw body)", ct))
 		return
 	}
 	left := sess.Info().Limits.WorkSize
 	if r.ContentLength > left+uploadOverhead {
-		writeProblem(w, r, problemOf(r, sandbox.Errorf(sandbox.ErrLimit, "file_too_large",
-			"the body is %d bytes, over the session's work_size %s", r.ContentLength, sandbox.HumanSize(left))))
+		x.fail(w, sandbox.Errorf(sandbox.ErrLimit, "file_too_large",
+			"the body is %d bytes, over the session's work_size %s", r.ContentLength, sandbox.HumanSize(left)))
 		return
 	}
-	body := &progressReader{r: http.MaxBytesReader(w, r.Body, left+uploadOverhead), rc: http.NewResponseController(w), idle: s.opts.BodyTimeout}
-	mr := multipart.NewReader(body, params["boundary"])
+	done, err := s.uploads.take(s.owner(x.info.identity))
+	if err != nil {
+		x.fail(w, err)
+		return
+	}
+	defer done()
+	body := paced(w, r)
+	hb := &partHeaders{r: http.MaxBytesReader(w, body, left+uploadOverhead), left: -1}
+	mr := multipart.NewReader(hb, params["boundary"])
 	var out v1.Uploaded
 	fail := func(part int, name string, err error) {
-		if body.err != nil {
-			err = s.readError(w, body.err)
-			var mbe *http.MaxBytesError
-			if errors.As(body.err, &mbe) {
-				err = sandbox.Errorf(sandbox.ErrLimit, "file_too_large", "the body is over the session's work_size %s plus %s for the parts' headers",
-					sandbox.HumanSize(sess.Info().Limits.WorkSize), sandbox.HumanSize(uploadOverhead))
-			}
+		var mbe *http.MaxBytesError
+		switch {
+		case hb.over:
+			err = partHeaderTooLarge()
+		case errors.As(hb.err, &mbe):
+			err = sandbox.Errorf(sandbox.ErrLimit, "file_too_large", "the body is over the session's work_size %s plus %s for the parts' headers",
+				sandbox.HumanSize(sess.Info().Limits.WorkSize), sandbox.HumanSize(uploadOverhead))
+		case hb.err != nil:
+			err = s.bodyError(w, hb.err)
 		}
 		p := problemOf(r, err)
 		what := fmt.Sprintf("part %d", part)
@@ -310,15 +359,17 @@ func (s *Server) handleUpload(w http.ResponseWriter, r *http.Request) {
 			what += fmt.Sprintf(" (%q)", name)
 		}
 		p.Detail = fmt.Sprintf("%s: %s; the %d file(s) before it were written", what, p.Detail, len(out.Files))
-		writeProblem(w, r, p)
+		x.fail(w, p)
 	}
 	for i := 1; ; i++ {
+		hb.arm()
 		part, err := mr.NextPart()
+		hb.disarm()
 		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
-			if body.err == nil {
+			if hb.err == nil && !hb.over {
 				err = sandbox.Errorf(sandbox.ErrInvalid, "upload_invalid", "reading the multipart body: %v", err)
 			}
 			fail(i, "", err)
@@ -328,6 +379,9 @@ func (s *Server) handleUpload(w http.ResponseWriter, r *http.Request) {
 		_, cd, _ := mime.ParseMediaType(part.Header.Get("Content-Disposition"))
 		name := cd["filename"]
 		switch {
+		case headerSize(part.Header) > maxPartHeader:
+			fail(i, "", partHeaderTooLarge())
+			return
 		case name == "":
 			fail(i, part.FormName(), sandbox.Errorf(sandbox.ErrInvalid, "upload_invalid", "the part has no filename: every part of an upload is a file"))
 			return
@@ -340,10 +394,11 @@ func (s *Server) handleUpload(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		p := path.Join(dir, name)
-		rd := &readRecorder{r: part}
+		h := sha256.New()
+		rd := &readRecorder{r: io.TeeReader(part, h)}
 		n, err := f.PutFile(r.Context(), p, rd, left)
 		if err != nil {
-			if rd.err != nil && body.err == nil {
+			if rd.err != nil && hb.err == nil {
 				// The part itself is broken (cut short, a bad boundary).
 				err = sandbox.Errorf(sandbox.ErrInvalid, "upload_invalid", "reading the part: %v", rd.err)
 			}
@@ -351,6 +406,7 @@ func (s *Server) handleUpload(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		left -= n
+		x.entry.Inputs = append(x.entry.Inputs, audit.Input{Path: p, Size: n, SHA256: hex.EncodeToString(h.Sum(nil))})
 		st, err := f.Stat(r.Context(), p)
 		if err != nil {
 			fail(i, name, err)
@@ -359,11 +415,71 @@ func (s *Server) handleUpload(w http.ResponseWriter, r *http.Request) {
 		out.Files = append(out.Files, st)
 	}
 	if len(out.Files) == 0 {
-		writeProblem(w, r, problemOf(r, sandbox.Errorf(sandbox.ErrInvalid, "upload_invalid", "the upload has no part")))
+		x.fail(w, sandbox.Errorf(sandbox.ErrInvalid, "upload_invalid", "the upload has no part"))
 		return
 	}
-	body.rc.SetReadDeadline(time.Time{})
+	body.done()
+	x.entry.Reason = "uploaded"
+	x.end()
 	writeJSON(w, http.StatusCreated, out)
+}
+
+func partHeaderTooLarge() error {
+	return sandbox.Errorf(sandbox.ErrLimit, CodePartHeaderTooLarge, "a part's headers are over %s", sandbox.HumanSize(maxPartHeader))
+}
+
+// headerSize is the size of a part's headers as parsed: each field's
+// name, ": ", value and CRLF.
+func headerSize(h textproto.MIMEHeader) int {
+	n := 0
+	for k, vs := range h {
+		for _, v := range vs {
+			n += len(k) + len(v) + 4
+		}
+	}
+	return n
+}
+
+// partSlack is what multipart's reader may read beyond a part's headers
+// while it finds the part and reads them: the boundary line before them
+// and the blank line after (a line must fit its 4 KiB buffer), and one
+// buffer's read-ahead. The preamble before the first part counts too.
+const partSlack = 2*4*sandbox.KiB + 16
+
+// partHeaders is an upload's body as multipart's reader reads it. While
+// the reader finds the next part and reads its headers (between arm and
+// disarm) it may read maxPartHeader + partSlack, then reads fail: Go's
+// reader would buffer up to 10 MiB of a part's headers and has no option
+// to lower that (issue 33: 64 uploads with 9 MiB of headers each took the
+// server from 0.32 to 1.58 GB).
+type partHeaders struct {
+	r    io.Reader
+	left int64 // what may still be read while armed; -1: not armed
+	over bool  // a part's headers were cut
+	err  error // the body's own read error, not the sandbox's
+}
+
+var errPartHeaders = errors.New("a part's headers are too large")
+
+func (p *partHeaders) arm()    { p.left = maxPartHeader + partSlack }
+func (p *partHeaders) disarm() { p.left = -1 }
+
+func (p *partHeaders) Read(b []byte) (int, error) {
+	if p.left == 0 {
+		p.over = true
+		return 0, errPartHeaders
+	}
+	if p.left > 0 && int64(len(b)) > p.left {
+		b = b[:p.left]
+	}
+	n, err := p.r.Read(b)
+	if p.left > 0 {
+		p.left -= int64(n)
+	}
+	if err != nil && err != io.EOF && p.err == nil {
+		p.err = err
+	}
+	return n, err
 }
 
 // readRecorder keeps the first error other than io.EOF its reader gave.
@@ -376,24 +492,6 @@ func (rr *readRecorder) Read(b []byte) (int, error) {
 	n, err := rr.r.Read(b)
 	if err != nil && err != io.EOF && rr.err == nil {
 		rr.err = err
-	}
-	return n, err
-}
-
-// progressReader reads a body whose every read must bring data within
-// idle: a large upload may take long, a stalled one may not.
-type progressReader struct {
-	r    io.Reader
-	rc   *http.ResponseController
-	idle time.Duration
-	err  error // the body's own read error, not the sandbox's
-}
-
-func (p *progressReader) Read(b []byte) (int, error) {
-	p.rc.SetReadDeadline(time.Now().Add(p.idle))
-	n, err := p.r.Read(b)
-	if err != nil && err != io.EOF {
-		p.err = err
 	}
 	return n, err
 }

@@ -134,8 +134,9 @@ func TestSessionOverHTTP(t *testing.T) {
 	_, err = alice.Session(ctx, s.ID)
 	wantProblem(t, "GET after close", err, http.StatusNotFound, "session_closed")
 
-	// The session's rows, found by its id: created, four execs, closed.
-	if all, err := cs["root"].Audit(ctx, v1.AuditQuery{Session: s.ID}); err != nil || all.Total != 6 {
+	// The session's rows, found by its id: created, four execs, the
+	// upload, closed.
+	if all, err := cs["root"].Audit(ctx, v1.AuditQuery{Session: s.ID}); err != nil || all.Total != 7 {
 		t.Fatalf("the session's audit rows: %+v, %v", all, err)
 	}
 	rows, _, err := en.audit.Query(ctx, audit.Query{Operation: string(v1.OpSession), Limit: 10})

@@ -123,9 +123,13 @@ export interface paths {
         /**
          * Upload a file (the raw body, streamed), creating missing directories.
          * @description The body is the file's content, of any type, at most the session's
-         *     work_size; it is streamed to the sandbox, never held whole. A path
+         *     work_size; it is streamed to the sandbox, never held whole, and must
+         *     come at server.min_body_rate or faster (408 body_timeout). A path
          *     through a symlink or a non-directory is 400 path_invalid; a full
-         *     work dir 413 work_size_exceeded.
+         *     work dir 413 work_size_exceeded. At most server.max_uploads uploads
+         *     stream in at once, server.max_uploads_per_token of a plain token's
+         *     (429 too_many_uploads). Audited (kind session_upload) with the
+         *     file's path, size and SHA-256.
          */
         put: operations["putSessionFile"];
         post?: never;
@@ -215,9 +219,14 @@ export interface paths {
          *     relative path that may hold "/", checked like any other path —
          *     streamed part by part, never held whole. In all at most the
          *     session's work_size (413 file_too_large) and 1000 files (413
-         *     too_many_files); a part without a filename is 400 upload_invalid.
-         *     A failing part is answered with its problem, naming the part; the
-         *     parts before it stay written, the failing one leaves no file.
+         *     too_many_files), each part's headers at most 16 KiB (413
+         *     part_header_too_large); a part without a filename is 400
+         *     upload_invalid. The body must come at server.min_body_rate or
+         *     faster (408 body_timeout), and uploads streaming in at once are
+         *     bounded as for PUT (429 too_many_uploads). A failing part is
+         *     answered with its problem, naming the part; the parts before it
+         *     stay written, the failing one leaves no file. Audited (kind
+         *     session_upload) with each file's path, size and SHA-256.
          */
         post: operations["uploadToSessionWorkDir"];
         delete?: never;
@@ -246,9 +255,14 @@ export interface paths {
          *     relative path that may hold "/", checked like any other path —
          *     streamed part by part, never held whole. In all at most the
          *     session's work_size (413 file_too_large) and 1000 files (413
-         *     too_many_files); a part without a filename is 400 upload_invalid.
-         *     A failing part is answered with its problem, naming the part; the
-         *     parts before it stay written, the failing one leaves no file.
+         *     too_many_files), each part's headers at most 16 KiB (413
+         *     part_header_too_large); a part without a filename is 400
+         *     upload_invalid. The body must come at server.min_body_rate or
+         *     faster (408 body_timeout), and uploads streaming in at once are
+         *     bounded as for PUT (429 too_many_uploads). A failing part is
+         *     answered with its problem, naming the part; the parts before it
+         *     stay written, the failing one leaves no file. Audited (kind
+         *     session_upload) with each file's path, size and SHA-256.
          */
         post: operations["uploadToSessionDir"];
         delete?: never;
@@ -472,7 +486,15 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Type the raw body (at most 64 KiB) into the terminal. */
+        /**
+         * Type the raw body (at most 64 KiB) into the terminal.
+         * @description Typing runs code: the input is an execution of the terminal's
+         *     operation (session_terminal, language command) that the guard
+         *     decides and the token's budgets count, refused as any execution is
+         *     (403 guard_denied, 429 budget_exhausted). The body must arrive
+         *     within the body timeout (408 body_timeout). Audited with the
+         *     terminal and the input's size and SHA-256, never the input.
+         */
         post: operations["typeIntoTerminal"];
         delete?: never;
         options?: never;
@@ -617,7 +639,8 @@ export interface paths {
          *     A stream that does not keep up loses events (never slowing an
          *     execution) and gets an `events.dropped` event saying how many so far.
          *     Comment lines keep an idle stream alive. At most events.max_streams
-         *     streams are open at once.
+         *     streams are open at once, events.max_streams_per_token of a plain
+         *     token's, with events.admin_streams kept for admin tokens (429 busy).
          */
         get: operations["events"];
         put?: never;
@@ -1199,7 +1222,7 @@ export interface components {
             request_id?: string;
             token: string;
             /** @enum {string} */
-            kind: "run" | "function" | "lint" | "tool" | "session" | "session_exec" | "session_code" | "session_terminal" | "auth";
+            kind: "run" | "function" | "lint" | "tool" | "session" | "session_exec" | "session_code" | "session_terminal" | "session_upload" | "auth";
             backend?: string;
             isolation?: string;
             limits?: components["schemas"]["Limits"];
@@ -1219,6 +1242,14 @@ export interface components {
             run_id?: string;
             node_name?: string;
             tool_call_id?: string;
+            /** @description The terminal of a session_terminal row. */
+            terminal?: string;
+            /** @description What the request brought into the session: an upload's files, a terminal's input (no path). Never the bytes. */
+            inputs?: {
+                path?: string;
+                size: number;
+                sha256: string;
+            }[];
         };
         Audit: {
             records: components["schemas"]["AuditRecord"][];
@@ -1434,7 +1465,7 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
-        /** @description The body did not arrive within the body timeout (body_timeout); the connection is closed. */
+        /** @description The body did not arrive within the body timeout, or an upload's came slower than server.min_body_rate (body_timeout); the connection is closed. */
         SlowBody: {
             headers: {
                 [name: string]: unknown;
@@ -1461,7 +1492,7 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
-        /** @description A limit is reached — busy (run slots or the function executor), rate_limited, too_many_in_flight, budget_exhausted (a guard budget, until its window ends), approvals_full. Retry after Retry-After seconds. */
+        /** @description A limit is reached — busy (run slots, event streams or the function executor), rate_limited, too_many_in_flight, too_many_uploads (server.max_uploads, a token's share, the admin slots), budget_exhausted (a guard budget, until its window ends), approvals_full. Retry after Retry-After seconds. */
         Busy: {
             headers: {
                 "Retry-After"?: number;
@@ -1764,6 +1795,7 @@ export interface operations {
             404: components["responses"]["NoSession"];
             408: components["responses"]["SlowBody"];
             413: components["responses"]["TooLarge"];
+            429: components["responses"]["Busy"];
         };
     };
     deleteSessionFile: {
@@ -1901,6 +1933,7 @@ export interface operations {
             408: components["responses"]["SlowBody"];
             413: components["responses"]["TooLarge"];
             415: components["responses"]["UnsupportedMedia"];
+            429: components["responses"]["Busy"];
         };
     };
     uploadToSessionDir: {
@@ -1937,6 +1970,7 @@ export interface operations {
             408: components["responses"]["SlowBody"];
             413: components["responses"]["TooLarge"];
             415: components["responses"]["UnsupportedMedia"];
+            429: components["responses"]["Busy"];
         };
     };
     makeSessionDir: {
@@ -2261,8 +2295,11 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["NoSession"];
+            408: components["responses"]["SlowBody"];
             413: components["responses"]["TooLarge"];
+            429: components["responses"]["Busy"];
         };
     };
     resizeTerminal: {
