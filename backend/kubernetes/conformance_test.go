@@ -32,8 +32,8 @@ func TestConformance(t *testing.T) {
 func TestConformanceGVisor(t *testing.T) {
 	b := newBackend(t, "kubernetes-gvisor", func(c *Config) { c.RuntimeClass, c.Isolation = "gvisor", "kernel" })
 	sandboxtest.Run(t, b, append(leaks, closeSkip, noNode,
-		// The quota holds (the spinners measure about a quarter of a
-		// core each second), but Usage.CPU is what gVisor's own kernel
+		// The quota holds (the spinners measure about the quota, in
+		// cores, each second), but Usage.CPU is what gVisor's own kernel
 		// counted for the program, about twice the spinners' own
 		// measure; the host cgroup's count is not reachable from the Pod.
 		sandboxtest.Skip("Usage.CPU under gVisor is its sentry's count (about twice the program's own measure here), not the host cgroup's the check compares",
