@@ -274,7 +274,6 @@ func TestPoolIdleMemoryCap(t *testing.T) {
 		t.Run(sandbox.FormatSize(c.cap), func(t *testing.T) {
 			b := &poolBackend{mem: 100 * sandbox.MiB}
 			e := poolEngine(t, b, PoolOptions{Size: 8, MaxIdleMemory: c.cap})
-			time.Sleep(300 * time.Millisecond)
 			st := waitPool(t, e, c.ready)
 			if st.IdleMemory > c.cap {
 				t.Errorf("idle memory %d over the cap %d", st.IdleMemory, c.cap)
@@ -290,18 +289,16 @@ func TestPoolLostAndExpiredAreReplaced(t *testing.T) {
 	t.Run("lost", func(t *testing.T) {
 		b := &poolBackend{dieAfter: 100 * time.Millisecond}
 		e := poolEngine(t, b, PoolOptions{Size: 1})
-		var lost atomic.Int32
-		e.ObservePools(func(ev PoolEvent) {
-			if ev.Event == PoolLost {
-				lost.Add(1)
-			}
-		})
+		lost := poolEvents(e, PoolLost)
 		// Made at 0, lost at 0.1 s, made again after a 1 s back-off (at
 		// the next tick), lost again: not made again and again.
-		time.Sleep(2500 * time.Millisecond)
+		first, second := lost.next(t), lost.next(t)
 		st := e.Pools().Pools[0]
-		if st.Lost < 2 || lost.Load() < 2 || st.Made < st.Lost || st.Made > 3 || !strings.Contains(st.Error, "runner ended") {
-			t.Errorf("stats %+v, %d lost events: want the ended ones lost and replaced, with a back-off", st, lost.Load())
+		if gap := second.Sub(first); gap < 900*time.Millisecond {
+			t.Errorf("two sandboxes lost %v apart: the lost one was replaced with no back-off", gap)
+		}
+		if st.Lost < 2 || st.Made < st.Lost || st.Made > 3 || !strings.Contains(st.Error, "runner ended") {
+			t.Errorf("stats %+v: want the ended ones lost and replaced, with a back-off", st)
 		}
 		if made, live := b.counts(); live > 1 {
 			t.Errorf("%d of %d sandboxes live, want at most the pool's 1", live, made)
@@ -310,20 +307,22 @@ func TestPoolLostAndExpiredAreReplaced(t *testing.T) {
 	t.Run("expired", func(t *testing.T) {
 		b := &poolBackend{}
 		e := poolEngine(t, b, PoolOptions{Size: 1, MaxAge: 500 * time.Millisecond})
-		var expired atomic.Int32
-		e.ObservePools(func(ev PoolEvent) {
-			if ev.Event == PoolExpired {
-				expired.Add(1)
-			}
-		})
+		expired := poolEvents(e, PoolExpired)
 		waitPool(t, e, 1)
-		time.Sleep(2500 * time.Millisecond)
+		expired.next(t)
 		st := waitPool(t, e, 1)
-		if expired.Load() < 1 || st.Made < 2 {
-			t.Errorf("stats %+v, %d expired: want the old one replaced", st, expired.Load())
+		if st.Made < 2 {
+			t.Errorf("stats %+v: want the expired one replaced", st)
 		}
-		if made, live := b.counts(); live != 1 {
-			t.Errorf("%d of %d sandboxes live, want the pool's 1", live, made)
+		// The expired one is closed in the background.
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+			made, live := b.counts()
+			if live == 1 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%d of %d sandboxes live, want the pool's 1", live, made)
+			}
 		}
 	})
 }
@@ -333,13 +332,47 @@ func TestPoolLostAndExpiredAreReplaced(t *testing.T) {
 func TestPoolFailureBacksOff(t *testing.T) {
 	b := &poolBackend{failPooled: true}
 	e := poolEngine(t, b, PoolOptions{Size: 2})
-	time.Sleep(1500 * time.Millisecond)
+	failed := poolEvents(e, PoolFailed)
+	// Failed at 0, again after 1 s, again after 2 more.
+	first, second := failed.next(t), failed.next(t)
+	if gap := second.Sub(first); gap < 900*time.Millisecond {
+		t.Errorf("two failures %v apart: no back-off", gap)
+	}
 	if r := call(e, 0); !r.OK {
 		t.Fatalf("a call with no pooled sandbox: %+v", r)
 	}
 	st := e.Pools().Pools[0]
-	if st.Failed < 1 || st.Failed > 3 || st.Error == "" || st.Ready != 0 || st.Misses != 1 {
-		t.Errorf("stats %+v: want 1–3 failures in 1.5 s, the error, no ready one, one miss", st)
+	if st.Error == "" || st.Ready != 0 || st.Misses != 1 {
+		t.Errorf("stats %+v: want the error, no ready one, one miss", st)
+	}
+}
+
+// eventTimes are when an engine's pools announced one kind of event.
+type eventTimes chan time.Time
+
+// poolEvents starts recording when e's pools announce event (from now on).
+func poolEvents(e *Engine, event string) eventTimes {
+	ch := make(eventTimes, 64)
+	e.ObservePools(func(ev PoolEvent) {
+		if ev.Event == event {
+			select {
+			case ch <- time.Now():
+			default:
+			}
+		}
+	})
+	return ch
+}
+
+// next waits for the next event (up to 30 s: a stalled pool).
+func (ch eventTimes) next(t *testing.T) time.Time {
+	t.Helper()
+	select {
+	case at := <-ch:
+		return at
+	case <-time.After(30 * time.Second):
+		t.Fatal("the pool announced no such event in 30 s")
+		return time.Time{}
 	}
 }
 

@@ -23,13 +23,13 @@ import (
 // and its processes are gone from the host; another token sees none of it.
 func TestSessionContextsOnBackends(t *testing.T) {
 	requireNative(t)
-	for _, b := range sessionBackends() {
+	for _, b := range sessionBackends("microvm", "kubernetes") {
 		t.Run(b, func(t *testing.T) {
-			if b == "gvisor" {
-				requireGVisor(t)
-			}
-			s := startServer(t, []string{"EXECBOX_BACKEND=" + b, "EXECBOX_POOLS_SIZE=0",
-				"EXECBOX_AUTH_TOKENS=alice:" + auth.HashSecret("alice-secret") + ",bob:" + auth.HashSecret("bob-secret")})
+			// ops, an admin, is asked whether b is ready (and sees why not).
+			env := append(onBackend(t, b), "EXECBOX_POOLS_SIZE=0",
+				"EXECBOX_AUTH_TOKENS=alice:"+auth.HashSecret("alice-secret")+",bob:"+auth.HashSecret("bob-secret")+",ops:"+auth.HashSecret("ops-secret")+":admin")
+			s := startServer(t, env)
+			s.requireReady(b, "ops-secret")
 			c, other := s.client("alice-secret"), s.client("bob-secret")
 			ctx := context.Background()
 			sess, err := c.CreateSession(ctx, &v1.SessionRequest{})
@@ -166,7 +166,13 @@ func TestSessionContextsOnBackends(t *testing.T) {
 			if hostVisible(b) {
 				noneLeft(t, "the reaped session's context", func() []string { return alive("sleep " + marker) })
 			}
-			noneLeft(t, "the reaped session", func() []string { return append(sandboxLeftovers(s.work, true), cgroupsOf(s.cmd.Process.Pid)...) })
+			noneLeft(t, "the reaped session", func() []string {
+				left := append(sandboxLeftovers(s.work, true), cgroupsOf(t, s.cmd.Process.Pid)...)
+				if b == "kubernetes" {
+					left = append(left, podsOf(t, env)...)
+				}
+				return left
+			})
 		})
 	}
 }

@@ -134,14 +134,14 @@ func TestMicroVMAfterKill9(t *testing.T) {
 		t.Fatal("no QEMU of the server is seen; the check is blind")
 	}
 	pid := s.cmd.Process.Pid
-	if len(leftoversOf(pid, work)) == 0 {
+	if len(leftoversOf(t, pid, work)) == 0 {
 		t.Fatal("a live server with a VM shows nothing on the host; the check is blind")
 	}
 	s.cmd.Process.Signal(syscall.SIGKILL)
 	<-s.exited
 	s2 := startServer(t, env)
 	noneLeft(t, "after a restart, the killed server's VMs", func() []string {
-		return append(leftoversOf(pid, work), aliveOf(alive(work), s2.cmd.Process.Pid)...)
+		return append(leftoversOf(t, pid, work), aliveOf(alive(work), s2.cmd.Process.Pid)...)
 	})
 }
 

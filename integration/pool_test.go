@@ -96,20 +96,17 @@ func TestPoolsOnBackends(t *testing.T) {
 	requirePython(t)
 	for _, b := range sessionBackends() {
 		t.Run(b, func(t *testing.T) {
-			if b == "gvisor" {
-				requireGVisor(t)
-			}
 			// docker.pool_size 0: the backend starts no container ahead of its
 			// own, so the pool's are all there are.
 			langs := "python"
 			if b == "native" {
 				langs = "python,javascript" // the JavaScript runner too, once
 			}
-			s := startServer(t, []string{"EXECBOX_BACKEND=" + b, "EXECBOX_POOLS_LANGUAGES=" + langs, "EXECBOX_FUNCTIONS_CONCURRENCY=8", "EXECBOX_DOCKER_POOL_SIZE=0"})
+			s := startOn(t, b, "EXECBOX_POOLS_LANGUAGES="+langs, "EXECBOX_FUNCTIONS_CONCURRENCY=8", "EXECBOX_DOCKER_POOL_SIZE=0")
 			c := s.client("")
 			ctx := context.Background()
 			before := s.poolState(b, 2)
-			if b != "docker" && len(leftoversOf(s.cmd.Process.Pid, s.work)) == 0 {
+			if b != "docker" && len(leftoversOf(t, s.cmd.Process.Pid, s.work)) == 0 {
 				t.Fatal("a server with a full pool shows no sandbox on the host; the checks below are blind")
 			}
 			marker := fmt.Sprint(time.Now().UnixNano()%90000000 + 10000000)
@@ -200,7 +197,7 @@ func TestPoolsOnBackends(t *testing.T) {
 			if s.stop() != 0 {
 				t.Errorf("serve exited %d", s.exitCode)
 			}
-			left := append(leftoversOf(pid, s.work), sandboxLeftovers(s.work, false)...)
+			left := append(leftoversOf(t, pid, s.work), sandboxLeftovers(s.work, false)...)
 			if b == "docker" {
 				left = append(left, containersOfInstance(t, instance)...)
 			}
@@ -219,16 +216,14 @@ func TestPoolsAfterKill9(t *testing.T) {
 	requirePython(t)
 	for _, b := range sessionBackends() {
 		t.Run(b, func(t *testing.T) {
-			if b == "gvisor" {
-				requireGVisor(t)
-			}
-			work := filepath.Join(t.TempDir(), "work")
-			env := []string{"EXECBOX_BACKEND=" + b, "EXECBOX_STATE_DIR=" + t.TempDir(), "EXECBOX_WORK_ROOT=" + work, "EXECBOX_POOLS_LANGUAGES=python"}
+			work := filepath.Join(reachableTempDir(t), "work")
+			env := append(onBackend(t, b), "EXECBOX_STATE_DIR="+t.TempDir(), "EXECBOX_WORK_ROOT="+work, "EXECBOX_POOLS_LANGUAGES=python")
 			s := startServer(t, env)
+			s.requireReady(b, "")
 			s.poolState(b, 2)
 			pid := s.cmd.Process.Pid
 			instance := fmt.Sprintf("cli-%d", pid)
-			found := leftoversOf(pid, work)
+			found := leftoversOf(t, pid, work)
 			if b == "docker" {
 				found = containersOfInstance(t, instance)
 			}
@@ -240,7 +235,7 @@ func TestPoolsAfterKill9(t *testing.T) {
 
 			s2 := startServer(t, env)
 			noneLeft(t, "after a restart, the killed server's pools", func() []string {
-				left := leftoversOf(pid, work)
+				left := leftoversOf(t, pid, work)
 				if b == "docker" {
 					left = append(left, containersOfInstance(t, instance)...)
 				}

@@ -88,7 +88,7 @@ func launch(t *testing.T, env []string, args ...string) (*server, error) {
 // a shell setting a resource limit.
 func launchWrapped(t *testing.T, wrap []string, env []string, args ...string) (*server, error) {
 	t.Helper()
-	dir := t.TempDir()
+	dir := reachableTempDir(t)
 	s := &server{t: t, work: filepath.Join(dir, "work"), auditDB: filepath.Join(dir, "audit.db"), stderr: &logBuffer{}, exited: make(chan struct{})}
 	argv := append(append(slices.Clone(wrap), binary, "serve", "--listen", "127.0.0.1:0"), args...)
 	s.cmd = exec.Command(argv[0], argv[1:]...)
@@ -642,8 +642,9 @@ func TestServeRemoteCLI(t *testing.T) {
 
 // sandboxLeftovers lists what the work root holds beyond what a server
 // keeps while it runs: a backend's directory (native/, bwrap/, …) with this
-// process's <pid>.<rand> base in it, and native's .root mount point inside
-// that. A stopped server leaves nothing at all (running false).
+// process's <pid>.<rand> base in it, and native's .root mount point and
+// bwrap's dev (its device nodes) inside that. A stopped server leaves
+// nothing at all (running false).
 func sandboxLeftovers(root string, running bool) []string {
 	var out []string
 	backends, _ := os.ReadDir(root)
@@ -661,7 +662,7 @@ func sandboxLeftovers(root string, running bool) []string {
 			}
 			inside, _ := os.ReadDir(filepath.Join(root, rel))
 			for _, e := range inside {
-				if e.Name() != ".root" {
+				if e.Name() != ".root" && e.Name() != "dev" {
 					out = append(out, filepath.Join(rel, e.Name()))
 				}
 			}
@@ -674,13 +675,37 @@ var perProcessBase = regexp.MustCompile(`^[0-9]+\.[0-9a-f]+$`)
 
 // cgroupsOf lists the sandbox cgroups of process pid still present, where
 // the cgroups manager makes them (the server is this test's child: the
-// same host, the same parents).
-func cgroupsOf(pid int) []string {
+// same host, the same parents). A probe that cannot look fails the test
+// (t.Errorf, so it may run in any goroutine) instead of seeing nothing.
+func cgroupsOf(t testing.TB, pid int) []string {
 	m, err := cgroups.Open()
 	if err != nil {
+		t.Errorf("the cgroup probe: %v", err)
 		return nil
 	}
 	return m.Leaves(pid)
+}
+
+// reachableTempDir is a temporary directory of the test's, removed when
+// it ends, for a server's work root and what its sandboxes bind: one the
+// sandboxes' user can traverse (0711; bwrap runs as uid 65534), on a short
+// path (a microVM's control socket, deep below the work root, must fit in
+// a UNIX socket address; t.TempDir is named after the test).
+func reachableTempDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "execbox-it-")
+	if err == nil {
+		err = os.Chmod(dir, 0o711)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := os.RemoveAll(dir); err != nil {
+			t.Errorf("removing %s: %v", dir, err)
+		}
+	})
+	return dir
 }
 
 // distinctBase are the distinct last elements of paths.
@@ -756,7 +781,7 @@ func TestServeLoad(t *testing.T) {
 			case <-sampling:
 				return
 			case <-time.After(2 * time.Millisecond):
-				seenCgroups.Store(max(seenCgroups.Load(), int64(len(cgroupsOf(s.cmd.Process.Pid)))))
+				seenCgroups.Store(max(seenCgroups.Load(), int64(len(cgroupsOf(t, s.cmd.Process.Pid)))))
 			}
 		}
 	}()
@@ -816,7 +841,7 @@ func TestServeLoad(t *testing.T) {
 	pid := s.cmd.Process.Pid
 	var kids, dirs, cgs []string
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		kids, dirs, cgs = s.children(), sandboxLeftovers(s.work, true), cgroupsOf(pid)
+		kids, dirs, cgs = s.children(), sandboxLeftovers(s.work, true), cgroupsOf(t, pid)
 		if len(kids) == pooled && len(dirs) == pooled && len(distinctBase(cgs)) == pooled || time.Now().After(deadline) {
 			break
 		}
@@ -837,7 +862,7 @@ func TestServeLoad(t *testing.T) {
 	if s.stop() != 0 {
 		t.Errorf("exit %d", s.exitCode)
 	}
-	if left := append(sandboxLeftovers(s.work, false), cgroupsOf(pid)...); len(left) > 0 {
+	if left := append(sandboxLeftovers(s.work, false), cgroupsOf(t, pid)...); len(left) > 0 {
 		t.Errorf("a stopped server left: %v", left)
 	}
 	// Client side: with the connections closed, no goroutine is left.

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -17,14 +18,15 @@ import (
 	"time"
 
 	v1 "github.com/execbox/execbox/api/v1"
+	"github.com/execbox/execbox/internal/testutil"
 	"github.com/execbox/execbox/sandbox"
 )
 
 // leftoversOf lists what the server with PID pid has on the host: its
 // sandboxes' cgroups, its base directories under work (the work root)
 // and the mounts in them.
-func leftoversOf(pid int, work string) []string {
-	found := cgroupsOf(pid)
+func leftoversOf(t *testing.T, pid int, work string) []string {
+	found := cgroupsOf(t, pid)
 	bases, _ := filepath.Glob(filepath.Join(work, "*", fmt.Sprintf("%d.*", pid)))
 	found = append(found, bases...)
 	mounts, _ := os.ReadFile("/proc/self/mountinfo")
@@ -123,25 +125,76 @@ func TestSessionCLI(t *testing.T) {
 	}
 }
 
-// sessionBackends are the isolating backends the session tests run on:
-// native, and gvisor and docker where EXECBOX_REQUIRE names them or they
-// are here. bwrap is left out: it needs a work root uid 65534 can reach,
-// and the tests' temporary directories are 0700 (its conformance suite
-// runs sessions).
-func sessionBackends() []string {
-	backends := []string{"native"}
-	if strings.Contains(os.Getenv("EXECBOX_REQUIRE"), "gvisor") {
-		backends = append(backends, "gvisor")
-	}
-	if strings.Contains(os.Getenv("EXECBOX_REQUIRE"), "docker") || os.Getenv("DOCKER_HOST") != "" {
-		backends = append(backends, "docker")
+// sessionBackends are the backends with sessions the session tests run
+// on: native, bwrap, gvisor and docker, each skipped where it is not ready
+// (failed where EXECBOX_REQUIRE names it), and those of slow (microvm,
+// kubernetes) that EXECBOX_REQUIRE names. A VM under emulation, or a Pod,
+// per sandbox is too slow for every session test: they run the contexts
+// test (an agent, a terminal, a reaped session), and microvm the kill -9
+// one (kubernetes': backend/kubernetes TestKill9LeavesNoPods).
+func sessionBackends(slow ...string) []string {
+	backends := []string{"native", "bwrap", "gvisor", "docker"}
+	for _, b := range slow {
+		if testutil.Required(b) {
+			backends = append(backends, b)
+		}
 	}
 	return backends
 }
 
+// onBackend is the server environment for backend b (EXECBOX_BACKEND and
+// what b needs here: microvm its VM init, kubernetes a namespace of the
+// cluster KUBECONFIG names; neither keeps a warm VM or Pod, so that what
+// is left is the sessions'), or skips the test (fails it when
+// EXECBOX_REQUIRE names b) where b cannot be set up.
+func onBackend(t *testing.T, b string) []string {
+	t.Helper()
+	env := []string{"EXECBOX_BACKEND=" + b}
+	switch b {
+	case "microvm":
+		env = append(env, requireMicroVM(t)...)
+		env = append(env, "EXECBOX_MICROVM_WARM=0")
+	case "kubernetes":
+		env = append(env, kubernetesEnv(t)...)
+	}
+	return env
+}
+
+// requireReady skips the test (fails it when EXECBOX_REQUIRE names b)
+// unless server s says backend b is ready (asked with token, an admin's
+// if it has tokens: others are not told why).
+func (s *server) requireReady(b, token string) {
+	s.t.Helper()
+	h, err := s.client(token).Health(context.Background())
+	if err != nil {
+		s.t.Fatalf("GET /v1/health: %v", err)
+	}
+	for _, c := range h.Candidates {
+		if c.Name == b {
+			if !c.Ready {
+				testutil.SkipOrFail(s.t, b, "%s is not ready: %s", b, c.Reason)
+			}
+			return
+		}
+	}
+	s.t.Fatalf("the server has no backend %s", b)
+}
+
+// startOn starts a server on backend b (onBackend's environment, then
+// env) and requires b to be ready there.
+func startOn(t *testing.T, b string, env ...string) *server {
+	t.Helper()
+	s := startServer(t, append(onBackend(t, b), env...))
+	s.requireReady(b, "")
+	return s
+}
+
 // hostVisible says whether a backend's programs are processes of this
-// host's kernel (so alive finds them); gVisor's run in its own kernel.
-func hostVisible(backend string) bool { return backend != "gvisor" }
+// host's kernel (so alive finds them): gVisor's and a VM's run in a kernel
+// of their own, a Pod's on its node (which need not be this host).
+func hostVisible(backend string) bool {
+	return !slices.Contains([]string{"gvisor", "microvm", "kubernetes"}, backend)
+}
 
 // TestSessionLifecycleOnBackends: on every isolating backend here, a
 // session keeps its files across execs, an idle one is reaped and leaves
@@ -150,13 +203,10 @@ func TestSessionLifecycleOnBackends(t *testing.T) {
 	requireNative(t)
 	for _, b := range sessionBackends() {
 		t.Run(b, func(t *testing.T) {
-			if b == "gvisor" {
-				requireGVisor(t)
-			}
 			// 50 execs at once wait for 2 run slots; under gVisor (a sandbox
 			// start per exec) longer than the default queue_wait.
 			// No pools: what is on the host is the sessions' alone.
-			s := startServer(t, []string{"EXECBOX_BACKEND=" + b, "EXECBOX_SESSIONS_PER_TOKEN=64", "EXECBOX_SERVER_QUEUE_WAIT=5m", "EXECBOX_POOLS_SIZE=0"})
+			s := startOn(t, b, "EXECBOX_SESSIONS_PER_TOKEN=64", "EXECBOX_SERVER_QUEUE_WAIT=5m", "EXECBOX_POOLS_SIZE=0")
 			c := s.client("")
 			ctx := context.Background()
 			pid := s.cmd.Process.Pid
@@ -271,7 +321,7 @@ func TestSessionLifecycleOnBackends(t *testing.T) {
 			}
 			// The session is closed (for callers) before its sandbox is
 			// gone: what is left is waited for.
-			noneLeft(t, "every session closed", func() []string { return append(sandboxLeftovers(s.work, true), cgroupsOf(pid)...) })
+			noneLeft(t, "every session closed", func() []string { return append(sandboxLeftovers(s.work, true), cgroupsOf(t, pid)...) })
 		})
 	}
 }
@@ -282,15 +332,13 @@ func TestSessionLifecycleOnBackends(t *testing.T) {
 // root removes them all.
 func TestSessionsAfterKill9(t *testing.T) {
 	requireNative(t)
-	for _, b := range sessionBackends() {
+	for _, b := range sessionBackends("microvm") {
 		t.Run(b, func(t *testing.T) {
-			if b == "gvisor" {
-				requireGVisor(t)
-			}
-			work := filepath.Join(t.TempDir(), "work")
+			work := filepath.Join(reachableTempDir(t), "work")
 			state := t.TempDir()
-			env := []string{"EXECBOX_BACKEND=" + b, "EXECBOX_STATE_DIR=" + state, "EXECBOX_WORK_ROOT=" + work}
+			env := append(onBackend(t, b), "EXECBOX_STATE_DIR="+state, "EXECBOX_WORK_ROOT="+work)
 			s := startServer(t, env)
+			s.requireReady(b, "")
 			c := s.client("")
 			ctx := context.Background()
 			marker := fmt.Sprint(time.Now().UnixNano()%90000000 + 10000000)
@@ -333,7 +381,7 @@ func TestSessionsAfterKill9(t *testing.T) {
 				}
 				time.Sleep(50 * time.Millisecond)
 			}
-			if b != "docker" && len(leftoversOf(pid, work)) == 0 {
+			if b != "docker" && len(leftoversOf(t, pid, work)) == 0 {
 				t.Fatal("a live server with sessions shows nothing on the host; the check is blind")
 			}
 			if b == "docker" && len(containersOf(t, ids)) != len(ids) {
@@ -344,7 +392,7 @@ func TestSessionsAfterKill9(t *testing.T) {
 
 			s2 := startServer(t, env)
 			noneLeft(t, "after a restart, the killed server's sessions", func() []string {
-				left := append(leftoversOf(pid, work), alive("sleep "+marker)...)
+				left := append(leftoversOf(t, pid, work), alive("sleep "+marker)...)
 				left = append(left, alive("sleep "+marker2)...)
 				if b == "docker" {
 					left = append(left, containersOf(t, ids)...)

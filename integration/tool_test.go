@@ -49,7 +49,7 @@ def execute(args, ctx):
 // any sandbox starts (no execution event); a tool's events are of kind
 // tool.
 func TestTools(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "tools")
+	dir := filepath.Join(reachableTempDir(t), "tools")
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -60,10 +60,7 @@ func TestTools(t *testing.T) {
 	}
 	for _, b := range sessionBackends() {
 		t.Run(b, func(t *testing.T) {
-			if b == "gvisor" {
-				requireGVisor(t)
-			}
-			s := startServer(t, []string{"EXECBOX_BACKEND=" + b, "EXECBOX_TOOLS_DIRS=" + dir, "EXECBOX_DOCKER_POOL_SIZE=0"})
+			s := startOn(t, b, "EXECBOX_TOOLS_DIRS="+dir, "EXECBOX_DOCKER_POOL_SIZE=0")
 			c := s.client("")
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 			defer cancel()

@@ -74,18 +74,20 @@ t0=$SECONDS
 lap() { echo "   ($((SECONDS - t0))s)"; }
 
 # memory_limit_run CMD…: CMD --json --explain --backend $backend --memory 64m with a
-# program that wants 100 MiB; prints the result's reason and what enforced
-# the memory limit. (execbox run exits 137 then, as the program did.)
+# program that wants 100 MiB; prints the backend that ran it, the result's
+# reason and signal, and what enforced the memory limit. (execbox run exits
+# 137 then, as the program did.)
 memory_limit_run() {
 	local json
 	json=$("$@" --json --explain --backend "$backend" --memory 64m -- python3 -c 'x = bytearray(100 << 20)' || true)
-	python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["reason"], d.get("signal", ""), "|", d["enforcement"]["memory"])' <<<"$json"
+	python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["backend"], d["reason"], d.get("signal", ""), "|", d["enforcement"]["memory"])' <<<"$json"
 }
 
-# killed_at_limit REASON-LINE: the run ended at its memory limit. The docker
-# backend sometimes names the OOM kill only as SIGKILL (reason signaled).
+# killed_at_limit BACKEND LINE: memory_limit_run's LINE says BACKEND ran the
+# program and its memory limit ended it (reason memory_limit: a SIGKILL
+# alone may be anything's).
 killed_at_limit() {
-	case $1 in "memory_limit "* | "signaled SIGKILL "*) return 0 ;; esac
+	case $2 in "$1 memory_limit "*) return 0 ;; esac
 	return 1
 }
 
@@ -205,7 +207,7 @@ cli=$root/opt/execbox/current/execbox
 for backend in native bwrap docker; do
 	r=$(memory_limit_run "$cli" run --remote "$url")
 	echo "   in the container: $backend: $r"
-	killed_at_limit "$r" || fail "$backend inside the container did not enforce the memory limit: $r"
+	killed_at_limit "$backend" "$r" || fail "$backend inside the container did not enforce the memory limit: $r"
 done
 "$b2/deploy.sh" --root "$root" upgrade | sed 's/^/   /'
 grep -qx "execbox:$v2" <<<"$(docker inspect -f '{{.Config.Image}}' "$name")" || fail "the container is not $v2 after the upgrade"
@@ -269,7 +271,7 @@ if command -v runsc >/dev/null; then backends+=(gvisor); fi
 for backend in "${backends[@]}"; do
 	r=$(memory_limit_run in1 execbox run --remote http://127.0.0.1:8080)
 	echo "   under the unit: $backend: $r"
-	killed_at_limit "$r" || fail "$backend under the hardened unit did not enforce the memory limit: $r"
+	killed_at_limit "$backend" "$r" || fail "$backend under the hardened unit did not enforce the memory limit: $r"
 done
 # Graceful stop: a running request finishes, /readyz says 503 meanwhile.
 # shellcheck disable=SC2016 # run by the container's bash
@@ -326,7 +328,7 @@ in1 systemctl restart execbox
 backend=docker
 r=$(memory_limit_run in1 execbox run --remote http://127.0.0.1:8080)
 echo "   docker-only drop-in (User=execbox): $r"
-killed_at_limit "$r" || fail "the docker backend as the user execbox: $r"
+killed_at_limit "$backend" "$r" || fail "the docker backend as the user execbox: $r"
 in1 rm -r /etc/systemd/system/execbox.service.d
 in1 systemctl daemon-reload
 in1 systemctl restart execbox

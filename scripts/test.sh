@@ -202,14 +202,13 @@ rm -rf "$tsclient"
 
 stage "benchmarks (one short pass, side by side in one run)"
 # A benchmark that fails fails the run; its whole output is shown then.
+# A skipped one is listed with its reason (and fails the run where it
+# skipped through a gate on what EXECBOX_REQUIRE names, as a test does).
 bench() {
-	local out
-	if ! out=$(go test -run '^$' -count 1 "$@" 2>&1); then
-		printf '%s\n' "$out"
+	if ! go test -run '^$' -count 1 -json "$@" 2>&1 | go run scripts/testreport.go; then
 		echo "benchmark failed: go test $*" >&2
 		return 1
 	fi
-	grep -E '^(Benchmark|ok)' <<<"$out"
 }
 # execbox-guest in PATH: the microvm backend's VM init, so microvm runs
 # beside the others.

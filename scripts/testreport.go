@@ -1,11 +1,14 @@
 //go:build ignore
 
 // testreport reads `go test -json` on stdin and prints what a person reads
-// in a CI log: each package's result line as it ends, the whole output of
-// every failed test, and at the end every skipped test with its reason, so
-// a skip CI could have lifted is seen. It exits 1 if anything failed.
+// in a CI log: each package's result line as it ends, each benchmark's
+// result line, the whole output of every failed test, and at the end every
+// skipped test or benchmark with its reason, so a skip CI could have
+// lifted is seen (go test prints a skipped benchmark only with -v). It
+// exits 1 if anything failed.
 //
 //	go test -json ./... | go run scripts/testreport.go
+//	go test -run '^$' -bench . -json ./engine/ | go run scripts/testreport.go
 package main
 
 import (
@@ -25,6 +28,7 @@ type event struct {
 
 func main() {
 	out := map[string][]string{} // package + test → its output lines
+	bench := map[string]string{} // package + benchmark → its output's unfinished line
 	var skips []string
 	failed := false
 	in := bufio.NewScanner(os.Stdin)
@@ -51,6 +55,22 @@ func main() {
 				continue
 			}
 			out[key] = append(out[key], e.Output)
+			if strings.HasPrefix(e.Test, "Benchmark") {
+				// A passing benchmark gets no pass event: its result lines
+				// are printed as they come, in pieces ("BenchmarkX-2 \t",
+				// then the numbers).
+				bench[key] += e.Output
+				for {
+					l, rest, ok := strings.Cut(bench[key], "\n")
+					if !ok {
+						break
+					}
+					if strings.HasPrefix(l, "Benchmark") && strings.Contains(l, "\t") {
+						fmt.Println(l)
+					}
+					bench[key] = rest
+				}
+			}
 		case "fail":
 			if e.Test != "" {
 				failed = true

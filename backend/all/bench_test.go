@@ -13,6 +13,7 @@ import (
 	"github.com/execbox/execbox/agent"
 	"github.com/execbox/execbox/backend/kubernetes"
 	"github.com/execbox/execbox/function"
+	"github.com/execbox/execbox/internal/testutil"
 	"github.com/execbox/execbox/sandbox"
 	"github.com/execbox/execbox/tool"
 )
@@ -67,7 +68,8 @@ func settings(name, root string) sandbox.Settings {
 
 // eachBackend runs f as a sub-benchmark on every registered backend but
 // local that is available and ready here (the others are skipped with
-// their reason), each with its work root under root.
+// their reason, or fail when EXECBOX_REQUIRE names them), each with its
+// work root under root.
 func eachBackend(b *testing.B, root string, f func(b *testing.B, name string, be sandbox.Backend)) {
 	for _, name := range sandbox.Names() {
 		if name == "local" {
@@ -77,13 +79,13 @@ func eachBackend(b *testing.B, root string, f func(b *testing.B, name string, be
 			r, _ := sandbox.Lookup(name)
 			be, err := r.New(settings(name, root))
 			if err != nil {
-				b.Skip(err)
+				testutil.SkipOrFail(b, name, "%s: %v", name, err)
 			}
 			if c, ok := be.(interface{ Close() error }); ok {
 				defer c.Close()
 			}
 			if h := be.Health(context.Background()); !h.Available || !h.Ready {
-				b.Skipf("%s: %s", name, h.Reason)
+				testutil.SkipOrFail(b, name, "%s: %s", name, h.Reason)
 			}
 			f(b, name, be)
 		})

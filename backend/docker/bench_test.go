@@ -263,9 +263,7 @@ func rawExec(db *Backend, id string, args ...string) error {
 }
 
 func needCLI(b *testing.B) {
-	if _, err := exec.LookPath("docker"); err != nil {
-		b.Skip("no docker CLI to compare with")
-	}
+	testutil.RequiresBinary(b, Name, "docker") // the CLI to compare with
 }
 
 // cliRunArgs is `docker run --rm` with the flags the backend uses for a

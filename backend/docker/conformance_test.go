@@ -9,11 +9,21 @@ import (
 	"github.com/execbox/execbox/sandbox/sandboxtest"
 )
 
+// noNode: the image the tests run by default (execbox image build python)
+// has Python and no node; in another (EXECBOX_DOCKER_IMAGE) node is looked
+// for.
+func noNode() []sandboxtest.Option {
+	if testImage() != DefaultImage {
+		return nil
+	}
+	return []sandboxtest.Option{sandboxtest.WithoutNode("the sandbox image " + DefaultImage + " (execbox image build python) has no node")}
+}
+
 // TestConformance runs the suite on one-shot containers: one hardened
 // container per sandbox.
 func TestConformance(t *testing.T) {
 	b := newBackend(t, Config{})
-	sandboxtest.Run(t, b, sandboxtest.WithLeakRuns(20))
+	sandboxtest.Run(t, b, append(noNode(), sandboxtest.WithLeakRuns(20))...)
 	if left := execboxContainers(t, b, b.instance); len(left) > 0 {
 		t.Errorf("containers left after the suite: %v", left)
 	}
@@ -25,7 +35,7 @@ func TestConformancePool(t *testing.T) {
 	b := newBackend(t, Config{PoolSize: 2})
 	// The pool keeps up to maxWarmProfiles × PoolSize started containers,
 	// each with its attach connection and reader: held, not leaked.
-	sandboxtest.Run(t, b, sandboxtest.WithLeakRuns(20), sandboxtest.WithLeakHeld(2*maxWarmProfiles*2))
+	sandboxtest.Run(t, b, append(noNode(), sandboxtest.WithLeakRuns(20), sandboxtest.WithLeakHeld(2*maxWarmProfiles*2))...)
 	if err := b.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -38,8 +48,8 @@ func TestConformancePool(t *testing.T) {
 // of the scope runs in one long-lived container, wiped in between.
 func TestConformanceReused(t *testing.T) {
 	b := newBackend(t, Config{ReuseContainer: true})
-	sandboxtest.Run(t, b, sandboxtest.WithLeakRuns(20),
-		sandboxtest.WithSpec(func(s *sandbox.Spec) { s.Scope = "conformance" }))
+	sandboxtest.Run(t, b, append(noNode(), sandboxtest.WithLeakRuns(20),
+		sandboxtest.WithSpec(func(s *sandbox.Spec) { s.Scope = "conformance" }))...)
 	if err := b.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +76,7 @@ func TestConformanceRunsc(t *testing.T) {
 		t.Skip("opt-in (EXECBOX_REQUIRE=docker-runsc-suite): runsc as Docker's runtime fails cases the gvisor backend passes (see the comment)")
 	}
 	b := newRunscBackend(t)
-	sandboxtest.Run(t, b, sandboxtest.WithLeakRuns(20))
+	sandboxtest.Run(t, b, append(noNode(), sandboxtest.WithLeakRuns(20))...)
 }
 
 // TestRuntimeSeccomp: the runtime runsc with --oci-seccomp is ready and

@@ -100,10 +100,7 @@ func TestHealthRunscFails(t *testing.T) {
 	fake := filepath.Join(t.TempDir(), "runsc")
 	// It answers every question about itself (as runsc 2022 does), then
 	// fails to run anything.
-	numbers, _, err := hostSyscalls()
-	if err != nil {
-		t.Skip(err)
-	}
+	numbers := syscallNames(t)
 	table := "OS,Arch,Num,Name,Support,Note\n"
 	for n, nr := range numbers {
 		table += fmt.Sprintf("linux,amd64,%d,%s,Full Support,\n", nr, n)

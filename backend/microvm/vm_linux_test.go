@@ -164,17 +164,23 @@ func TestBackstopKillsAFrozenVM(t *testing.T) {
 	old := answerGrace
 	answerGrace = 2 * time.Second
 	defer func() { answerGrace = old }()
-	sb, err := b.Create(t.Context(), sandbox.Spec{Limits: sandbox.Limits{Wall: 3 * time.Second}})
+	// Room for the program to start under emulation: the VM freezes once
+	// it runs.
+	sb, err := b.Create(t.Context(), sandbox.Spec{Limits: sandbox.Limits{Wall: 15 * time.Second}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer sb.Close(context.Background())
 	m := sb.(*vmSandbox).vm
+	started := testutil.NewWatch("started\n")
 	go func() {
-		time.Sleep(500 * time.Millisecond)
-		m.cmd.Process.Signal(syscall.SIGSTOP) // the whole VM freezes
+		select {
+		case <-started.Seen():
+			m.cmd.Process.Signal(syscall.SIGSTOP) // the whole VM freezes
+		case <-t.Context().Done():
+		}
 	}()
-	res, err := sb.Exec(t.Context(), &sandbox.Process{Args: []string{"sleep", "30"}})
+	res, err := sb.Exec(t.Context(), &sandbox.Process{Args: []string{"sh", "-c", "echo started; exec sleep 60"}, Stdout: started})
 	if err != nil {
 		t.Fatal(err)
 	}

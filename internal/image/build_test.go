@@ -14,13 +14,9 @@ import (
 	"strings"
 	"testing"
 	"time"
-)
 
-// required reports whether EXECBOX_REQUIRE names docker, whose CI builds
-// the offline image: a host that cannot then fails instead of skipping.
-func required() bool {
-	return slices.Contains(strings.Split(os.Getenv("EXECBOX_REQUIRE"), ","), "docker")
-}
+	"github.com/execbox/execbox/internal/testutil"
+)
 
 type entryInfo struct {
 	h    *tar.Header
@@ -94,18 +90,14 @@ func resolveIn(ents map[string]entryInfo, p string) (string, bool) {
 // TestPythonFromHost builds the python image from this host's files and
 // checks what is in it.
 func TestPythonFromHost(t *testing.T) {
+	// The offline image docker's CI builds is this one: where docker is
+	// required, a host that cannot build it fails instead of skipping.
 	r, err := Lookup("python", "/")
 	if err != nil {
-		if required() {
-			t.Fatal(err)
-		}
-		t.Skipf("no host python: %v", err)
+		testutil.SkipOrFail(t, "docker", "no host python: %v", err)
 	}
 	if _, err := os.Stat("/var/lib/dpkg/info"); err != nil {
-		if required() {
-			t.Fatal(err)
-		}
-		t.Skip("not a dpkg host")
+		testutil.SkipOrFail(t, "docker", "not a dpkg host: %v", err)
 	}
 	var buf bytes.Buffer
 	start := time.Now()

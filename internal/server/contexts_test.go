@@ -151,6 +151,7 @@ func TestTerminalsOverHTTP(t *testing.T) {
 		t.Fatalf("input: %d %s", a.status, a.body)
 	}
 	got := make(chan string, 1)
+	echoed := make(chan struct{}) // the input is on the screen
 	go func() {
 		sc := bufio.NewScanner(resp.Body)
 		sc.Buffer(nil, 4<<20)
@@ -166,7 +167,11 @@ func TestTerminalsOverHTTP(t *testing.T) {
 				case v1.TerminalEventOutput:
 					var o v1.TerminalOutput
 					json.Unmarshal([]byte(d), &o)
+					had := strings.Contains(screen.String(), "echo-me")
 					screen.Write(o.Data)
+					if !had && strings.Contains(screen.String(), "echo-me") {
+						close(echoed)
+					}
 				case v1.TerminalEventExit:
 					got <- screen.String() + "|exit " + d
 					return
@@ -175,7 +180,14 @@ func TestTerminalsOverHTTP(t *testing.T) {
 		}
 		got <- screen.String() + "|no exit"
 	}()
-	time.Sleep(500 * time.Millisecond)
+	// The program is killed once its output shows the input reached it.
+	select {
+	case <-echoed:
+	case s := <-got:
+		t.Fatalf("the stream ended before the input was shown: %.300q", s)
+	case <-time.After(20 * time.Second):
+		t.Fatal("the input was not shown on the terminal")
+	}
 	if a = en.do("DELETE", tb, nil); a.status != 204 {
 		t.Fatalf("kill: %d %s", a.status, a.body)
 	}

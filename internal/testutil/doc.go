@@ -2,7 +2,8 @@
 // run-time gating by probes (a missing prerequisite skips the test, or
 // fails it when EXECBOX_REQUIRE names the backend or feature), building a
 // backend and waiting for it to be available (MustNew, Available, With),
-// running a process or Python in a sandbox of any backend, the
+// running a process or Python in a sandbox of any backend, a Watch on a
+// program's output (to wait for a sign of it instead of sleeping), the
 // side-by-side benchmark loop (SideBySide) and its medians, and checks that
 // are identical across backends: Seed004, Registered, and HostKernel — the
 // limits, isolation and mount checks of the backends that run the program

@@ -8,7 +8,10 @@
 // It uses only the public contract of package sandbox (Backend.Create,
 // Sandbox.WriteFiles/Exec/Artifacts/Close, sandbox.Run and the types around
 // them) and runs only /bin/sh (POSIX sh), coreutils and python3 inside the
-// sandbox, so every backend can pass it unchanged.
+// sandbox, so every backend can pass it unchanged; node too, for a
+// JavaScript context, unless the backend declares its sandboxes have none
+// (WithoutNode: then a JavaScript context must be refused as
+// language_unavailable).
 //
 // What it checks, each as a stable subtest name (see Run): exit codes and
 // signals, and 127/126 for a program that cannot start; stdin, stdout and

@@ -21,6 +21,7 @@ type config struct {
 	leakRuns  int
 	leakHeld  int // fds and goroutines a backend may hold by design (a pool)
 	opTimeout time.Duration
+	noNode    string // why the sandboxes have no node (WithoutNode)
 }
 
 // WithSpec applies f to every Spec the suite builds, before the suite sets
@@ -69,6 +70,15 @@ func WithLeakHeld(n int) Option {
 // stalling the test binary.
 func WithOpTimeout(d time.Duration) Option {
 	return func(c *config) { c.opTimeout = d }
+}
+
+// WithoutNode declares that the backend's sandboxes have no node by design
+// (reason says why: an image without it): the suite then checks that a
+// JavaScript context is refused as language_unavailable instead of checking
+// one. Without it, a sandbox without node skips the JavaScript context
+// check, or fails it when EXECBOX_REQUIRE names "node".
+func WithoutNode(reason string) Option {
+	return func(c *config) { c.noNode = reason }
 }
 
 type suite struct {

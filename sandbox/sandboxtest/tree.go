@@ -40,8 +40,9 @@ var beaters = []string{"job", "setsid", "subshell", "shc", "nohup"}
 
 const (
 	// quietBeats is how often the host's control must beat with no beat
-	// of the tree for the tree to count as dead.
-	quietBeats = 10
+	// of the tree for the tree to count as dead: a second of beats, so
+	// that survivors a loaded host stalls for a moment still beat in it.
+	quietBeats = 20
 	// settleMax bounds how long after the kill the beats may go on (the
 	// kill is asynchronous for some backends); past it they are survivors.
 	settleMax = 15 * time.Second
@@ -187,7 +188,8 @@ type control struct {
 func startControl(t *testing.T) *control {
 	t.Helper()
 	file := filepath.Join(t.TempDir(), "control")
-	cmd := exec.Command("/bin/sh", "-c", `exec 3>>"$0"; while :; do echo . >&3; sleep 0.05; done`, file)
+	// One byte a beat: its file's size is its count of beats.
+	cmd := exec.Command("/bin/sh", "-c", `exec 3>>"$0"; while :; do printf . >&3; sleep 0.05; done`, file)
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("starting the host's control beater: %v", err)
 	}

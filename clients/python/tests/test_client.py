@@ -75,8 +75,13 @@ def test_errors_carry_the_code(server, c):
 
 
 def test_health(c):
+    # The server runs on local, named: the report says so, and lists local
+    # as ready and allowed although unisolated.
     h = c.health()
-    assert any(b["name"] == "local" for b in h["candidates"]) or h
+    assert (h["configured"], h["backend"], h["isolation"]) == ("local", "local", "none"), h
+    local = [b for b in h["candidates"] if b["name"] == "local"]
+    assert len(local) == 1, h["candidates"]
+    assert (local[0]["available"], local[0]["ready"], local[0].get("unisolated"), local[0]["allowed"]) == (True, True, True, True), local
 
 
 def test_async(server):

@@ -132,8 +132,13 @@ test("tools and approvals", { skip: process.getuid?.() !== 0 && "native needs ro
 });
 
 test("health and backends", async () => {
+  // The server runs on local, named: the report says so, and lists local
+  // as ready and allowed although unisolated.
   const h = await c().health();
-  assert.ok(h);
+  assert.deepEqual([h.configured, h.backend, h.isolation], ["local", "local", "none"]);
+  const local = (h.candidates ?? []).filter((x) => x.name === "local");
+  assert.equal(local.length, 1, JSON.stringify(h.candidates));
+  assert.deepEqual([local[0].available, local[0].ready, local[0].unisolated, local[0].allowed], [true, true, true, true]);
   const b = await c().backends();
   assert.ok(b.some((x) => x.name === "local"));
 });
