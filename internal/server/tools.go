@@ -96,9 +96,9 @@ func toolProblem(r *http.Request, err error) *v1.Problem {
 	return p
 }
 
-// handleTool is POST /v1/tools/{name}:run. The call is checked (the
-// tool, its arguments against the schema) before the guard and before
-// anything starts; a tool that ran and failed is answered 200 with ok
+// handleTool is POST /v1/tools/{name}:run. The call is checked (its
+// limits against the maxima, the tool, its arguments against the schema)
+// before the guard and before anything starts; a tool that ran and failed is answered 200 with ok
 // false, as a function call is.
 func (s *Server) handleTool(w http.ResponseWriter, r *http.Request) {
 	name, ok := strings.CutSuffix(r.PathValue("call"), ":run")
@@ -127,6 +127,17 @@ func (s *Server) handleTool(w http.ResponseWriter, r *http.Request) {
 			x.fail(w, &v1.FieldError{Field: "files", Err: err})
 			return
 		}
+	}
+	// Limits over their maxima, and a timeout (the call's wall limit) over
+	// max_limits.wall, are refused here, naming the field: before anything
+	// runs and before the guard holds the call for an operator.
+	if _, err := s.opts.Engine.Limits(req.Limits); err != nil {
+		x.fail(w, &v1.FieldError{Field: "limits", Err: err})
+		return
+	}
+	if _, err := s.opts.Engine.Limits(sandbox.Limits{Wall: time.Duration(req.Timeout)}); err != nil {
+		x.fail(w, &v1.FieldError{Field: "timeout", Err: err})
+		return
 	}
 	owner := s.owner(x.info.identity)
 	sel := sandbox.Selection{Backend: req.Backend, Tier: req.Tier, MinIsolation: req.MinIsolation}
