@@ -462,7 +462,10 @@ func TestPendingShares(t *testing.T) {
 	}
 	refused := func(c Call, after time.Duration, parts ...string) {
 		t.Helper()
-		_, err := g.Admit(context.Background(), c, func(Approval) { t.Error("notified") })
+		_, err := g.Admit(context.Background(), c, func(a Approval) {
+			t.Error("held, not refused")
+			g.Decide(a.ID, false, "", "") // not waited for
+		})
 		wantErr(t, err, sandbox.ErrBusy, CodeApprovalsFull, parts...)
 		if got := retryAfter(t, err); got != after {
 			t.Errorf("RetryAfter = %s, want %s", got, after)
