@@ -207,8 +207,10 @@ func TestPlayground(t *testing.T) {
 	testutil.RequiresRoot(t, "serve")
 	b := newBrowser(t)
 	const token = "playground-secret"
-	// write_file is held for an admin's approval (the status page shows it).
-	s := startServer(t, []string{"EXECBOX_TOKEN=" + token, "EXECBOX_GUARD_RULES=[{name: ask-write, action: confirm, tools: [write_file]}]"})
+	// write_file is held for an admin's approval (the status page shows
+	// it); the one token approves its own calls.
+	s := startServer(t, []string{"EXECBOX_TOKEN=" + token, "EXECBOX_GUARD_RULES=[{name: ask-write, action: confirm, tools: [write_file]}]",
+		"EXECBOX_GUARD_APPROVALS_SELF_APPROVE=true"})
 	c := s.client(token)
 
 	// A wrong token: the login prompt, over a page that is drawn.

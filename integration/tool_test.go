@@ -73,7 +73,9 @@ func TestTools(t *testing.T) {
 			for _, tl := range list.Tools {
 				sources[tl.Name] = tl.Source
 			}
-			want := map[string]string{"python": "builtin", "write_file": "builtin", "http_fetch": "builtin", "read_file": dir, "digest": dir}
+			// Without a token the dir's host path is not shown (an admin
+			// token's to see).
+			want := map[string]string{"python": "builtin", "write_file": "builtin", "http_fetch": "builtin", "read_file": "<path>", "digest": "<path>"}
 			if fmt.Sprint(sources) != fmt.Sprint(want) || len(list.Problems) != 0 {
 				t.Fatalf("tools %v (problems %v), want %v", sources, list.Problems, want)
 			}

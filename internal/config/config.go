@@ -316,7 +316,7 @@ func Default() *Config {
 		Pools: PoolsSection{Size: 2, Backends: []string{}, Languages: []string{"python", "javascript"},
 			MaxIdleMemory: sandbox.GiB, Refill: 1, MaxAge: 10 * time.Minute},
 		Retries: RetriesSection{Max: 3, Backoff: 200 * time.Millisecond},
-		Guard:   guard.Config{Default: guard.Allow, Approvals: guard.Approvals{Timeout: 5 * time.Minute, MaxPending: 64}},
+		Guard:   guard.Config{Default: guard.Allow, Approvals: guard.Approvals{Timeout: 5 * time.Minute, MaxPending: 64, AdminPending: 1}},
 		Events:  EventsSection{StreamBuffer: 256, MaxStreams: 64, AdminStreams: 1, WebhookTimeout: 5 * time.Second, WebhookRetries: 3, WebhookQueue: 1024},
 		Server: ServerSection{
 			Listen: "127.0.0.1:8080", MaxBody: sandbox.MiB, AdminRuns: 1, QueueDepth: 64, QueueWait: 10 * time.Second, MaxResultMemory: DefaultResultMemory(sandbox.HostMemory()),

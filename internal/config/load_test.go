@@ -396,8 +396,8 @@ func TestKeysAndEnvNames(t *testing.T) {
 	if got := EnvName("nope"); got != "" {
 		t.Errorf("EnvName(nope) = %q", got)
 	}
-	if got := len(Keys()); got != 119 {
-		t.Errorf("%d keys, want the 119 of Config (limits and max_limits, the server's and auth's bounds and playground, the admission queue, uploads, sessions, replicas, pools, retries, events, guard and docker.pool_size included)", got)
+	if got := len(Keys()); got != 122 {
+		t.Errorf("%d keys, want the 122 of Config (limits and max_limits, the server's and auth's bounds and playground, the admission queue, uploads, sessions, replicas, pools, retries, events, guard and its approvals' shares, and docker.pool_size included)", got)
 	}
 }
 
@@ -417,6 +417,8 @@ func TestGuardRecords(t *testing.T) {
     - {name: hourly, window: 1h, executions: 100, cpu: 10m}
   approvals:
     timeout: 2m
+    max_pending_per_token: 4
+    self_approve: true
 `)
 	c, p, err := Load(path, nil, nil)
 	if err != nil {
@@ -424,7 +426,8 @@ func TestGuardRecords(t *testing.T) {
 	}
 	g := c.Guard
 	if len(g.Rules) != 2 || g.Rules[0].Name != "no-local" || g.Rules[0].Backends[0] != "local" || g.Rules[1].Action != "confirm" ||
-		len(g.Budgets) != 1 || g.Budgets[0].Window != time.Hour || g.Budgets[0].CPU != 10*time.Minute || g.Approvals.Timeout != 2*time.Minute {
+		len(g.Budgets) != 1 || g.Budgets[0].Window != time.Hour || g.Budgets[0].CPU != 10*time.Minute || g.Approvals.Timeout != 2*time.Minute ||
+		g.Approvals.MaxPendingPerToken != 4 || !g.Approvals.SelfApprove || g.Approvals.AdminPending != 1 || g.Approvals.MaxPending != 64 {
 		t.Fatalf("%+v", g)
 	}
 	if s := p.Source("guard.rules"); s.Line != 2 {
@@ -445,6 +448,7 @@ func TestGuardRecords(t *testing.T) {
 		"guard:\n  rules:\n    - name: x\n      action: maybe\n":                        `unknown action "maybe"`,
 		"guard:\n  rules: {name: x}\n":                                                  "want a list",
 		"guard:\n  budgets:\n    - name: b\n      window: 1h\n":                         "limits nothing",
+		"guard:\n  approvals:\n    admin_pending: -1\n":                                 "approvals.admin_pending",
 	} {
 		_, _, err := Load(writeFile(t, text), nil, nil)
 		if sandbox.CodeOf(err) != "config_invalid" || !strings.Contains(err.Error(), want) {

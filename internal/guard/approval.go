@@ -57,10 +57,12 @@ func (g *Guard) Pending() []Approval {
 	return out
 }
 
-// Decide approves or denies the pending approval id on behalf of by, for
-// reason (both optional, shown to the caller when denied). An id that is
-// unknown, already decided, expired or abandoned by its caller is
-// ErrNotFound, CodeApprovalNotFound.
+// Decide approves or denies the pending approval id on behalf of by (the
+// deciding token's name), for reason (both optional, shown to the caller
+// when denied). An id that is unknown, already decided, expired or
+// abandoned by its caller is ErrNotFound, CodeApprovalNotFound. Unless
+// Approvals.SelfApprove, a token may not approve a call of its own
+// (ErrDenied, CodeSelfApproval; the call stays held): another must.
 func (g *Guard) Decide(id string, approve bool, by, reason string) error {
 	notFound := sandbox.Errorf(sandbox.ErrNotFound, CodeApprovalNotFound, "no pending approval %q", clip(id, 64))
 	if g == nil {
@@ -75,6 +77,10 @@ func (g *Guard) Decide(id string, approve bool, by, reason string) error {
 	if !g.now().Before(p.Expires) {
 		g.resolve(p, g.expired(p))
 		return notFound
+	}
+	if approve && !g.self && by != "" && by == p.Call.Token {
+		return sandbox.Errorf(sandbox.ErrDenied, CodeSelfApproval,
+			"approval %s holds a call of token %q, which may not approve its own calls: another admin token must (guard.approvals.self_approve)", id, clip(by, 128))
 	}
 	var err error
 	if !approve {
@@ -97,19 +103,9 @@ func (g *Guard) hold(ctx context.Context, c Call, rule string, notify func(Appro
 	g.mu.Lock()
 	now := g.now()
 	g.expire(now)
-	if len(g.pending) >= g.maxPending {
-		var first time.Time
-		for _, p := range g.pending {
-			if first.IsZero() || p.Expires.Before(first) {
-				first = p.Expires
-			}
-		}
+	if err := g.room(c, now); err != nil {
 		g.mu.Unlock()
-		after := first.Sub(now)
-		return &BusyError{
-			Err:   sandbox.Errorf(sandbox.ErrBusy, CodeApprovalsFull, "%d calls already wait for approval, the most allowed; the first expires in %s", g.maxPending, roughly(after)),
-			After: after,
-		}
+		return err
 	}
 	g.seq++
 	p := &pending{
@@ -141,6 +137,45 @@ func (g *Guard) hold(ctx context.Context, c Call, rule string, notify func(Appro
 	}
 	<-p.done
 	return p.err
+}
+
+// room refuses c, busy, when it may not wait for approval now: every place
+// is taken; or, for a token that is not an admin token, the free places
+// are kept for admins or the token has its share waiting. The refusal
+// says when the first approval whose end would let c wait expires. g.mu
+// is held.
+func (g *Guard) room(c Call, now time.Time) error {
+	shared := c.Token != "" && !c.Admin
+	mine := 0
+	var first, firstMine time.Time
+	for _, p := range g.pending {
+		if first.IsZero() || p.Expires.Before(first) {
+			first = p.Expires
+		}
+		if shared && p.Call.Token == c.Token {
+			mine++
+			if firstMine.IsZero() || p.Expires.Before(firstMine) {
+				firstMine = p.Expires
+			}
+		}
+	}
+	var why string
+	switch {
+	case len(g.pending) >= g.maxPending:
+		why = fmt.Sprintf("%d calls already wait for approval, the most allowed (guard.approvals.max_pending)", g.maxPending)
+	case shared && len(g.pending) >= g.maxPending-g.adminOnly:
+		why = fmt.Sprintf("%d calls wait for approval; the %d places left are kept for admin tokens' calls (guard.approvals.admin_pending)",
+			len(g.pending), g.maxPending-len(g.pending))
+	case shared && mine >= g.perToken:
+		why, first = fmt.Sprintf("token %s has %d calls waiting for approval, its share (guard.approvals.max_pending_per_token)", c.Token, mine), firstMine
+	default:
+		return nil
+	}
+	after := first.Sub(now)
+	return &BusyError{
+		Err:   sandbox.Errorf(sandbox.ErrBusy, CodeApprovalsFull, "%s; the first expires in %s", why, roughly(after)),
+		After: after,
+	}
 }
 
 // expire resolves every approval whose time is up.

@@ -24,6 +24,10 @@ func (a Action) valid() bool { return a == Allow || a == Deny || a == Confirm }
 // operations are the values Call.Operation takes.
 var operations = []string{"run", "function", "lint", "tool", "session", "session_exec", "session_code", "session_terminal"}
 
+// Operations lists the values Call.Operation takes: what a rule's
+// operations may name.
+func Operations() []string { return slices.Clone(operations) }
+
 // Bounds of Approvals.
 const (
 	defaultTimeout    = 5 * time.Minute
@@ -54,10 +58,22 @@ type Budget struct {
 	CPU        time.Duration `yaml:"cpu" json:"cpu,omitempty"`               // CPU time charged per window; 0 = not limited
 }
 
-// Approvals bounds the calls held for confirmation.
+// Approvals bounds the calls held for confirmation, as the server's run
+// slots are bounded (server.max_runs, max_runs_per_token, admin_runs), and
+// says who may approve one.
 type Approvals struct {
 	Timeout    time.Duration `yaml:"timeout" json:"timeout,omitempty"`         // how long a call waits for a decision; 0 = 5m, at most 24h
 	MaxPending int           `yaml:"max_pending" json:"max_pending,omitempty"` // calls waiting at once; 0 = 64, at most 10000
+	// MaxPendingPerToken is the most calls one token that is not an admin
+	// token has waiting at once; 0 = half of MaxPending, at least 1.
+	MaxPendingPerToken int `yaml:"max_pending_per_token" json:"max_pending_per_token,omitempty"`
+	// AdminPending of the MaxPending places are taken only by admin
+	// tokens' calls, so that no other token can fill them all; at most
+	// MaxPending − 1 are kept.
+	AdminPending int `yaml:"admin_pending" json:"admin_pending,omitempty"`
+	// SelfApprove lets a token approve a held call of its own; without it
+	// another token must (denying one's own is always allowed).
+	SelfApprove bool `yaml:"self_approve" json:"self_approve,omitempty"`
 }
 
 // Config is a guard's whole policy. Its zero value admits everything.
@@ -125,6 +141,12 @@ func (c Config) Validate() error {
 	}
 	if a.MaxPending < 0 || a.MaxPending > maxMaxPending {
 		add("approvals.max_pending: %d is out of range (0 = %d, at most %d)", a.MaxPending, defaultMaxPending, maxMaxPending)
+	}
+	if a.MaxPendingPerToken < 0 || a.MaxPendingPerToken > maxMaxPending {
+		add("approvals.max_pending_per_token: %d is out of range (0 = half of max_pending, at most %d)", a.MaxPendingPerToken, maxMaxPending)
+	}
+	if a.AdminPending < 0 || a.AdminPending > maxMaxPending {
+		add("approvals.admin_pending: %d is out of range (0 to %d)", a.AdminPending, maxMaxPending)
 	}
 	if len(bad) == 0 {
 		return nil

@@ -34,13 +34,21 @@
 //     dropped when touched, on a sweep every shortest budget window, and
 //     before a new counter would pass 100 000. At that cap with no window
 //     ended, a call that needs a new counter is refused as busy.
+//   - The places to wait are shared as the server's run slots are: a call
+//     of a token that is not an admin token (Call.Admin) waits only within
+//     its token's share (Approvals.MaxPendingPerToken) and outside the
+//     places kept for admin tokens (Approvals.AdminPending); else it is
+//     refused at once as busy (CodeApprovalsFull), so no token can fill
+//     the places an admin's own calls need.
 //   - Approval IDs are 128 random bits in hex: holding one is what lets an
-//     operator decide, so they cannot be guessed.
+//     operator decide, so they cannot be guessed. The token whose call
+//     waits may not approve it (CodeSelfApproval) unless
+//     Approvals.SelfApprove: confirmation means a second pair of eyes.
 //   - Every refusal is a *sandbox.Error with one of this package's codes
 //     (CodeDenied, CodeApprovalDenied, CodeApprovalExpired,
 //     CodeApprovalsFull, CodeBudgetExhausted, CodeApprovalNotFound,
-//     CodeInvalid); busy ones are wrapped in a *BusyError that says when to
-//     retry.
+//     CodeSelfApproval, CodeInvalid); busy ones are wrapped in a
+//     *BusyError that says when to retry.
 //
 // Concurrency: a Guard is safe for concurrent use. Admit blocks only while
 // its call is held for approval. The notify callback runs on Admit's

@@ -17,6 +17,7 @@ const (
 	CodeApprovalsFull    = "approvals_full"     // ErrBusy: too many calls wait for approval
 	CodeBudgetExhausted  = "budget_exhausted"   // ErrBusy: a budget's window is used up
 	CodeApprovalNotFound = "approval_not_found" // ErrNotFound: no such pending approval
+	CodeSelfApproval     = "self_approval"      // ErrDenied: a token approves its own call (Approvals.SelfApprove)
 	CodeInvalid          = "guard_invalid"      // ErrInvalid: the Config is wrong
 	codeInterrupted      = "interrupted"        // ErrUnavailable: the caller left while held (the engine's code)
 )
@@ -28,6 +29,10 @@ type Call struct {
 	Tool      string `json:"tool,omitempty"`     // tool name, for a tool call
 	Language  string `json:"language,omitempty"` // language, when there is one
 	Backend   string `json:"backend,omitempty"`  // backend asked for ("" or auto: not yet chosen)
+	// Admin says Token is an admin token: its held calls may take the
+	// places kept for admins and are held to no per-token share. Never
+	// matched by a rule.
+	Admin bool `json:"admin,omitempty"`
 
 	// For the operator deciding an approval; never matched.
 	RunID      string `json:"run_id,omitempty"`
@@ -43,6 +48,9 @@ type Guard struct {
 	minWindow  time.Duration // shortest budget window: how often ended counters are swept
 	timeout    time.Duration
 	maxPending int
+	perToken   int              // Approvals.MaxPendingPerToken, resolved
+	adminOnly  int              // Approvals.AdminPending, at most maxPending − 1
+	self       bool             // Approvals.SelfApprove
 	now        func() time.Time // time.Now; tests set it
 
 	mu       sync.Mutex
@@ -74,6 +82,12 @@ func New(c Config) (*Guard, error) {
 	if g.maxPending == 0 {
 		g.maxPending = defaultMaxPending
 	}
+	g.perToken = c.Approvals.MaxPendingPerToken
+	if g.perToken == 0 {
+		g.perToken = max(1, (g.maxPending+1)/2)
+	}
+	g.adminOnly = min(c.Approvals.AdminPending, g.maxPending-1)
+	g.self = c.Approvals.SelfApprove
 	// Deep copies: the caller's slices stay theirs to change.
 	for _, r := range c.Rules {
 		r.Tokens, r.Operations, r.Tools = slices.Clone(r.Tokens), slices.Clone(r.Operations), slices.Clone(r.Tools)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -223,6 +224,11 @@ func TestValidate(t *testing.T) {
 		{"timeout too long", Config{Approvals: Approvals{Timeout: 24*time.Hour + 1}}, []string{"approvals.timeout", "at most 24h"}},
 		{"pending negative", Config{Approvals: Approvals{MaxPending: -1}}, []string{"approvals.max_pending"}},
 		{"pending too many", Config{Approvals: Approvals{MaxPending: 10001}}, []string{"approvals.max_pending", "at most 10000"}},
+		{"share at its bound", Config{Approvals: Approvals{MaxPendingPerToken: 10000, AdminPending: 10000}}, nil},
+		{"share negative", Config{Approvals: Approvals{MaxPendingPerToken: -1}}, []string{"approvals.max_pending_per_token"}},
+		{"share too large", Config{Approvals: Approvals{MaxPendingPerToken: 10001}}, []string{"approvals.max_pending_per_token", "at most 10000"}},
+		{"admin places negative", Config{Approvals: Approvals{AdminPending: -1}}, []string{"approvals.admin_pending"}},
+		{"admin places too many", Config{Approvals: Approvals{AdminPending: 10001}}, []string{"approvals.admin_pending", "0 to 10000"}},
 		{"every problem", Config{
 			Default: "x",
 			Rules:   []Rule{{Action: "y"}},
@@ -438,6 +444,119 @@ func TestMaxPending(t *testing.T) {
 	}
 	resultOf(t, dones[1])
 	resultOf(t, done)
+}
+
+// Places to wait are shared as run slots are: a plain token waits within
+// its share and outside the admin's places; an admin's calls take any
+// free one. Each bound is tried at it and one past it.
+func TestPendingShares(t *testing.T) {
+	cfg := confirmTools
+	cfg.Approvals = Approvals{Timeout: time.Hour, MaxPending: 4, MaxPendingPerToken: 2, AdminPending: 1}
+	g, clk := newGuard(t, cfg)
+	var ids []string
+	hold := func(c Call) {
+		t.Helper()
+		held, _ := admitAsync(context.Background(), g, c)
+		ids = append(ids, heldOf(t, held).ID)
+		clk.add(time.Minute)
+	}
+	refused := func(c Call, after time.Duration, parts ...string) {
+		t.Helper()
+		_, err := g.Admit(context.Background(), c, func(a Approval) {
+			t.Error("held, not refused")
+			g.Decide(a.ID, false, "", "") // not waited for
+		})
+		wantErr(t, err, sandbox.ErrBusy, CodeApprovalsFull, parts...)
+		if got := retryAfter(t, err); got != after {
+			t.Errorf("RetryAfter = %s, want %s", got, after)
+		}
+	}
+	alice, bob := Call{Token: "alice", Operation: "tool"}, Call{Token: "bob", Operation: "tool"}
+	root := Call{Token: "root", Admin: true, Operation: "tool"}
+	hold(alice)
+	hold(alice) // at its share
+	refused(alice, 58*time.Minute, "token alice has 2 calls", "max_pending_per_token")
+	hold(bob) // the last place not kept for admins
+	refused(bob, 57*time.Minute, "kept for admin tokens", "admin_pending")
+	hold(root) // an admin's call takes the kept place
+	refused(root, 56*time.Minute, "4 calls already wait", "max_pending")
+	refused(Call{Operation: "tool"}, 56*time.Minute, "4 calls already wait") // no token: the whole bound only
+	// One decision leaves the kept place kept; two free one for alice,
+	// within her share again.
+	if err := g.Decide(ids[0], false, "root", ""); err != nil {
+		t.Fatal(err)
+	}
+	refused(alice, 57*time.Minute, "kept for admin tokens")
+	if err := g.Decide(ids[2], false, "root", ""); err != nil {
+		t.Fatal(err)
+	}
+	hold(alice)
+	ids = slices.Delete(ids, 0, 1)
+	ids = slices.Delete(ids, 1, 2)
+	for _, id := range ids {
+		if err := g.Decide(id, false, "root", ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// Defaults: half of max_pending each (at least 1); the kept places
+	// leave at least one for everyone.
+	for _, tc := range []struct{ max, share, admin, plain int }{{5, 0, 0, 3}, {1, 0, 0, 1}, {1, 0, 5, 1}, {4, 4, 2, 2}} {
+		cfg.Approvals = Approvals{Timeout: time.Hour, MaxPending: tc.max, MaxPendingPerToken: tc.share, AdminPending: tc.admin}
+		g, _ := newGuard(t, cfg)
+		held := 0
+		for ; held <= tc.max; held++ {
+			h, done := admitAsync(context.Background(), g, alice)
+			select {
+			case a := <-h:
+				defer g.Decide(a.ID, false, "root", "")
+				continue
+			case r := <-done:
+				wantErr(t, r.err, sandbox.ErrBusy, CodeApprovalsFull)
+			}
+			break
+		}
+		if held != tc.plain {
+			t.Errorf("%+v: a plain token held %d calls, want %d", cfg.Approvals, held, tc.plain)
+		}
+	}
+}
+
+// The token whose call waits may not approve it, unless self_approve:
+// the call stays held for another; denying one's own is allowed.
+func TestSelfApproval(t *testing.T) {
+	g, _ := newGuard(t, confirmTools)
+	for _, by := range []string{"alice", "bob"} {
+		held, done := admitAsync(context.Background(), g, Call{Token: "alice", Admin: true, Operation: "tool"})
+		a := heldOf(t, held)
+		wantErr(t, g.Decide(a.ID, true, "alice", ""), sandbox.ErrDenied, CodeSelfApproval, `token "alice"`, "self_approve")
+		if p := g.Pending(); len(p) != 1 || p[0].ID != a.ID {
+			t.Fatalf("after a refused self-approval Pending() = %+v", p)
+		}
+		if by == "alice" {
+			if err := g.Decide(a.ID, false, "alice", "changed my mind"); err != nil {
+				t.Fatal(err)
+			}
+			wantErr(t, resultOf(t, done).err, sandbox.ErrDenied, CodeApprovalDenied, "changed my mind")
+			continue
+		}
+		if err := g.Decide(a.ID, true, by, ""); err != nil {
+			t.Fatal(err)
+		}
+		if r := resultOf(t, done); r.err != nil {
+			t.Fatal(r.err)
+		}
+	}
+	cfg := confirmTools
+	cfg.Approvals.SelfApprove = true
+	g, _ = newGuard(t, cfg)
+	held, done := admitAsync(context.Background(), g, Call{Token: "alice", Operation: "tool"})
+	if err := g.Decide(heldOf(t, held).ID, true, "alice", ""); err != nil {
+		t.Fatal(err)
+	}
+	if r := resultOf(t, done); r.err != nil {
+		t.Fatal(r.err)
+	}
 }
 
 func TestDecideUnknown(t *testing.T) {

@@ -34,7 +34,8 @@ func (x *execution) check(w http.ResponseWriter, c guard.Call, sel *sandbox.Sele
 		return true
 	}
 	r := x.r
-	c.Token = x.s.owner(x.info.identity).Name
+	o := x.s.owner(x.info.identity)
+	c.Token, c.Admin = o.Name, o.Privileged
 	c.Operation = x.entry.Operation
 	c.RunID, c.NodeName, c.ToolCallID = x.entry.RunID, x.entry.NodeName, x.entry.ToolCallID
 	if sel != nil && c.Backend == "" {
@@ -96,7 +97,8 @@ func (s *Server) handleApprovals(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-// handleDecide is POST /v1/approvals/{id}: approve or deny a held call.
+// handleDecide is POST /v1/approvals/{id}: approve or deny a held call;
+// the token whose call it is may not approve it (guard.Decide).
 func (s *Server) handleDecide(w http.ResponseWriter, r *http.Request) {
 	var d v1.Decision
 	if err := s.decodeJSON(w, r, &d, maxDecision); err != nil {

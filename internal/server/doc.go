@@ -58,7 +58,9 @@
 //   - Problem details of 5xx answers never show host paths; an internal
 //     error's detail points to the log, which has it. /readyz says only a
 //     code; non-admin tokens see /v1/health and /v1/backends without the
-//     backends' details, enforcement and reasons.
+//     backends' details, enforcement and reasons, and tools (their list, a
+//     call's answer, a broken tools dir's problem) without the tools
+//     dirs' host paths ("<path>").
 //   - Every execution request that passes authentication — run, function,
 //     lint, session exec, context call, terminal start and terminal input,
 //     refused or not — leaves exactly one audit row and one metrics

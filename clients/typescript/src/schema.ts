@@ -1438,7 +1438,7 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
-        /** @description Refused by policy (denied, isolation_too_weak, unisolated_not_allowed, backend_off, network_denied, image_denied), by a guard rule (guard_denied, naming the rule; approval_denied; approval_expired) or not an admin token (forbidden). */
+        /** @description Refused by policy (denied, isolation_too_weak, unisolated_not_allowed, backend_off, network_denied, image_denied), by a guard rule (guard_denied, naming the rule; approval_denied; approval_expired), not an admin token (forbidden) or a token approving its own held call (self_approval, unless guard.approvals.self_approve). */
         Forbidden: {
             headers: {
                 [name: string]: unknown;
