@@ -15,6 +15,10 @@
 //   - Zero is open: a nil *Guard, or one made from a zero Config, admits
 //     every call. Anything stricter takes configuration, checked whole by
 //     Config.Validate (New refuses an invalid one).
+//   - A continued call (Call.Continued: what is typed into an open
+//     terminal) is refused by a rule that denies it and by an exhausted
+//     budget, but no confirm rule holds it and no budget counts it: its
+//     call was decided and counted when it was made.
 //   - A refused or held call spends no budget. Executions count when a call
 //     is admitted; CPU counts when its Pass is charged, so runs in flight
 //     can pass a CPU budget together: it refuses the calls after them.

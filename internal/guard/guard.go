@@ -33,6 +33,12 @@ type Call struct {
 	// places kept for admins and are held to no per-token share. Never
 	// matched by a rule.
 	Admin bool `json:"admin,omitempty"`
+	// Continued says the call goes on with one admitted before (what is
+	// typed into an open terminal): a rule that denies refuses it and an
+	// exhausted budget refuses it, but a confirm rule does not hold it
+	// again (its call was decided) and it counts no execution. Never
+	// matched by a rule.
+	Continued bool `json:"continued,omitempty"`
 
 	// For the operator deciding an approval; never matched.
 	RunID      string `json:"run_id,omitempty"`
@@ -143,6 +149,9 @@ func (g *Guard) Admit(ctx context.Context, c Call, notify func(Approval)) (*Pass
 		}
 		return nil, sandbox.Errorf(sandbox.ErrDenied, CodeDenied, "denied by guard rule %q", rule)
 	case Confirm:
+		if c.Continued {
+			break // decided when the call it goes on with was held
+		}
 		// Asking an operator about a call its budget refuses anyway
 		// wastes their time; the budget is checked again after approval.
 		if _, err := g.take(c.Token, false); err != nil {
@@ -152,7 +161,7 @@ func (g *Guard) Admit(ctx context.Context, c Call, notify func(Approval)) (*Pass
 			return nil, err
 		}
 	}
-	counted, err := g.take(c.Token, true)
+	counted, err := g.take(c.Token, !c.Continued)
 	if err != nil {
 		return nil, err
 	}

@@ -892,3 +892,35 @@ func TestConfirms(t *testing.T) {
 		}
 	}
 }
+
+// A continued call (a terminal's input) is refused by a rule that denies
+// it and by an exhausted budget, but is not held by a confirm rule again
+// and counts no execution.
+func TestContinued(t *testing.T) {
+	typing := Call{Token: "alice", Operation: "session_terminal", Language: "command", Continued: true}
+	g, _ := newGuard(t, Config{Rules: []Rule{{Name: "ask", Action: Confirm, Operations: []string{"session_terminal"}}}})
+	held := false
+	if _, err := g.Admit(context.Background(), typing, func(Approval) { held = true }); err != nil || held {
+		t.Fatalf("a continued call under a confirm rule: held %v, %v", held, err)
+	}
+	g, _ = newGuard(t, Config{Rules: []Rule{{Name: "no-terminals", Action: Deny, Operations: []string{"session_terminal"}}}})
+	_, err := g.Admit(context.Background(), typing, nil)
+	wantErr(t, err, sandbox.ErrDenied, CodeDenied, `"no-terminals"`)
+
+	g, _ = newGuard(t, Config{Budgets: []Budget{{Name: "hourly", Window: time.Hour, Executions: 2}}})
+	open := typing
+	open.Continued = false
+	if _, err := g.Admit(context.Background(), open, nil); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		if _, err := g.Admit(context.Background(), typing, nil); err != nil {
+			t.Fatalf("continued call %d after 1 of 2 executions: %v", i, err)
+		}
+	}
+	if _, err := g.Admit(context.Background(), open, nil); err != nil {
+		t.Fatalf("the second execution, after the continued calls: %v", err)
+	}
+	_, err = g.Admit(context.Background(), typing, nil)
+	wantErr(t, err, sandbox.ErrBusy, CodeBudgetExhausted, `"hourly"`)
+}

@@ -385,7 +385,10 @@ func (s *Server) handleTerminalInput(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	info := sess.Info()
-	if !x.check(w, guard.Call{Language: "command", Backend: info.Backend}, nil) {
+	// Continued: the terminal's open was the call an operator confirmed
+	// and a budget counted; each input is held to the same rules and the
+	// budgets' state, not confirmed or counted again.
+	if !x.check(w, guard.Call{Language: "command", Backend: info.Backend, Continued: true}, nil) {
 		return
 	}
 	if err := t.t.Write(r.Context(), data); err != nil {
