@@ -40,6 +40,13 @@ func (s swapped) Exec(ctx context.Context, p *sandbox.Process) (*sandbox.Result,
 
 func sandboxWith(t *testing.T, args ...string) sandbox.Sandbox {
 	t.Helper()
+	return swapped{localSandbox(t), args}
+}
+
+// localSandbox is a sandbox of the local backend (python3 on the host),
+// closed when the test ends.
+func localSandbox(t *testing.T) sandbox.Sandbox {
+	t.Helper()
 	b, err := local.New(sandbox.Settings{WorkRoot: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
@@ -49,7 +56,7 @@ func sandboxWith(t *testing.T, args ...string) sandbox.Sandbox {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { sb.Close(context.Background()) })
-	return swapped{sb, args}
+	return sb
 }
 
 // A sandbox without python3 has no agent: a typed error at once.
@@ -125,16 +132,7 @@ func TestSilentAgent(t *testing.T) {
 // A real agent on the local backend (python3 on the host).
 func realAgent(t *testing.T) *agent.Agent {
 	t.Helper()
-	b, err := local.New(sandbox.Settings{WorkRoot: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sb, err := b.Create(t.Context(), sandbox.Spec{Limits: sandbox.Limits{Wall: 10 * time.Second}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { sb.Close(context.Background()) })
-	a, err := agent.Start(t.Context(), sb, time.Minute)
+	a, err := agent.Start(t.Context(), localSandbox(t), time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
