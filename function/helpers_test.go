@@ -4,13 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"os"
-	"os/exec"
 	"reflect"
-	"strings"
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/execbox/execbox/internal/testutil"
 )
 
 func TestMain(m *testing.M) {
@@ -21,27 +20,15 @@ var interpreters = map[Language]string{Python: "python3", JavaScript: "node"}
 
 var languages = []Language{Python, JavaScript}
 
-// required reports whether EXECBOX_REQUIRE lists feature (or "function"),
-// which turns a missing prerequisite from a skip into a failure.
-func required(feature string) bool {
-	for _, f := range strings.FieldsFunc(os.Getenv("EXECBOX_REQUIRE"), func(r rune) bool { return r == ',' || r == ' ' }) {
-		if f == feature || f == "function" {
-			return true
-		}
-	}
-	return false
-}
-
-// requireInterpreter skips (or fails, when required) without lang's interpreter.
+// requireInterpreter skips without lang's interpreter, or fails when
+// EXECBOX_REQUIRE names it or "function" (every interpreter).
 func requireInterpreter(t testing.TB, lang Language) {
 	t.Helper()
-	name := interpreters[lang]
-	if _, err := exec.LookPath(name); err != nil {
-		if required(name) {
-			t.Fatalf("%s is required (EXECBOX_REQUIRE) but not found: %v", name, err)
-		}
-		t.Skipf("%s not found: %v", name, err)
+	feature := interpreters[lang]
+	if testutil.Required("function") {
+		feature = "function"
 	}
+	testutil.RequiresBinary(t, feature, interpreters[lang])
 }
 
 func newExecutor(t testing.TB, o Options) (*Executor, *hostRunner) {

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	v1 "github.com/execbox/execbox/api/v1"
+	"github.com/execbox/execbox/internal/testutil"
 )
 
 var (
@@ -30,12 +31,8 @@ var (
 func requireMicroVM(t *testing.T) []string {
 	t.Helper()
 	requireNative(t)
-	if _, err := exec.LookPath("qemu-system-x86_64"); err != nil {
-		if strings.Contains(os.Getenv("EXECBOX_REQUIRE"), "microvm") {
-			t.Fatal("EXECBOX_REQUIRE=microvm but QEMU is not installed")
-		}
-		t.Skip("QEMU is not installed")
-	}
+	testutil.RequiresRoot(t, "microvm")
+	testutil.RequiresBinary(t, "microvm", "qemu-system-x86_64")
 	guestOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "execbox-integration-guest-")
 		if err != nil {

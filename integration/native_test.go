@@ -10,19 +10,15 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/execbox/execbox/internal/testutil"
 )
 
-// requireNative skips unless the native backend can run here (root), and
-// fails instead when EXECBOX_REQUIRE names it.
+// requireNative skips unless the native backend can run here with its
+// full isolation (root), and fails instead when EXECBOX_REQUIRE names it.
 func requireNative(t *testing.T) {
 	t.Helper()
-	if os.Geteuid() == 0 {
-		return
-	}
-	if strings.Contains(os.Getenv("EXECBOX_REQUIRE"), "native") {
-		t.Fatal("EXECBOX_REQUIRE=native but the tests do not run as root")
-	}
-	t.Skip("the native backend's full isolation needs root")
+	testutil.RequiresRoot(t, "native")
 }
 
 func TestMainJobOnDefaultBackend(t *testing.T) {
@@ -145,13 +141,10 @@ func requireGVisor(t *testing.T) {
 	json.Unmarshal([]byte(execbox(t, nil, "", "doctor", "--json").stdout), &rep)
 	for _, c := range rep.Candidates {
 		if c.Name == "gvisor" {
-			if c.Ready {
-				return
+			if !c.Ready {
+				testutil.SkipOrFail(t, "gvisor", "gvisor is not ready: %s", c.Reason)
 			}
-			if strings.Contains(os.Getenv("EXECBOX_REQUIRE"), "gvisor") {
-				t.Fatalf("EXECBOX_REQUIRE=gvisor but gvisor is not ready: %s", c.Reason)
-			}
-			t.Skip("gvisor: " + c.Reason)
+			return
 		}
 	}
 	t.Fatal("gvisor is not registered")

@@ -4,10 +4,10 @@
 // allow_unisolated is set.
 //
 // What it still guarantees: a private work dir and TMPDIR removed afterwards,
-// the environment allowlist, rlimits (data size for memory, processes, file
-// size, open files, CPU time), the wall-clock limit and output caps, and that
-// the whole process tree dies at the end — including processes that
-// double-fork or call setsid. For that each run goes through a small reaper
+// the environment allowlist, rlimits (data size for memory, file size, open
+// files, CPU time; processes only with run_as_user), the wall-clock limit
+// and output caps, and that the whole process tree dies at the end —
+// including processes that double-fork or call setsid. For that each run goes through a small reaper
 // (this binary re-executed, see internal/reexec) that is the child
 // subreaper of everything the program starts: orphans are reparented to it,
 // and it kills and reaps every descendant when the program exits or when
@@ -21,6 +21,15 @@
 // With run_as_user (seed 004's host runner) the reaper and the program run
 // as that unprivileged host user; execbox must be root, the user must exist
 // and not be root, and the work root must exist and not be world-writable.
+//
+// The pids limit is RLIMIT_NPROC, which counts every task of the
+// program's real user: it is set only for a run_as_user. Without one the
+// program runs as execbox's own user, whose count holds execbox's threads
+// and whatever else that user runs, so the limit would keep the program
+// from starting processes and threads rather than bound the sandbox (as
+// root it binds nothing); Enforcement and Capabilities say "not enforced"
+// and why. Local's limits are what allow_unisolated accepts: the engine
+// never runs it without that, and exempts it from allow_weak_limits.
 //
 // Files: local.go (registration, capabilities, health), create.go (the
 // work dir, run_as_user, Close), exec.go (running through the reaper) and

@@ -35,15 +35,19 @@ func (s *Sandbox) run(ctx context.Context, p *sandbox.Process) (*sandbox.Result,
 	if code != 0 {
 		// Like a shell: the program did not run; 127 or 126 says why.
 		return &sandbox.Result{ID: s.ID(), Backend: Name, Isolation: sandbox.IsolationNone, Reason: sandbox.ReasonExited,
-			ExitCode: code, Message: why, Enforcement: enforcement()}, nil
+			ExitCode: code, Message: why, Enforcement: enforcement(s.user)}, nil
 	}
-	cfg, _ := json.Marshal(reaperConfig{Path: prog, Rlimits: map[int]uint64{
+	rlimits := map[int]uint64{
 		unix.RLIMIT_DATA:   uint64(l.Memory),
-		unix.RLIMIT_NPROC:  uint64(l.Pids),
 		unix.RLIMIT_FSIZE:  uint64(l.FileSize),
 		unix.RLIMIT_NOFILE: uint64(l.NoFile),
 		unix.RLIMIT_CPU:    uint64(max(l.CPUTime/time.Second, 1)),
-	}})
+	}
+	if s.user != nil {
+		// Only a run_as_user's count is the sandbox's (pidsEnforcement).
+		rlimits[unix.RLIMIT_NPROC] = uint64(l.Pids)
+	}
+	cfg, _ := json.Marshal(reaperConfig{Path: prog, Rlimits: rlimits})
 	cmd := reexec.Command("local-reaper", append([]string{string(cfg)}, p.Args...)...)
 	cmd.Env, cmd.Dir = env, dir
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM, Credential: s.cred}
@@ -66,7 +70,7 @@ func (s *Sandbox) run(ctx context.Context, p *sandbox.Process) (*sandbox.Result,
 	}
 	res := out.Result(s.ID(), Name, sandbox.IsolationNone)
 	res.Usage = out.Usage()
-	res.Enforcement = enforcement()
+	res.Enforcement = enforcement(s.user)
 	var st status
 	raw, _ := io.ReadAll(io.LimitReader(statusR, 1024))
 	if json.Unmarshal(raw, &st) != nil {

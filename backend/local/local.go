@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/user"
 	"time"
 
 	"github.com/execbox/execbox/internal/reexec"
@@ -32,14 +33,14 @@ func New(s sandbox.Settings) (sandbox.Backend, error) {
 
 func (b *Backend) Name() string { return Name }
 
-// enforcement says how each limit is enforced here; the same for every run
-// of this process.
-func enforcement() map[string]string {
-	m := map[string]string{
+// enforcement says how each limit is enforced for a sandbox whose program
+// runs as runAs (nil: as execbox's own user).
+func enforcement(runAs *user.User) map[string]string {
+	return map[string]string{
 		"wall":      "execbox timer (process tree killed through a subreaper)",
 		"output":    "execbox capture",
 		"memory":    "rlimit RLIMIT_DATA",
-		"pids":      "rlimit RLIMIT_NPROC (per host user: every process of the user counts)",
+		"pids":      pidsEnforcement(runAs),
 		"file_size": "rlimit RLIMIT_FSIZE",
 		"nofile":    "rlimit RLIMIT_NOFILE",
 		"cpu_time":  "rlimit RLIMIT_CPU",
@@ -49,10 +50,24 @@ func enforcement() map[string]string {
 		"network":   "not enforced (host network; local has no isolation)",
 		"seccomp":   "not enforced (local has no isolation)",
 	}
-	if os.Geteuid() == 0 {
-		m["pids"] = "not enforced (RLIMIT_NPROC does not bind root; run_as_user makes it per that user)"
+}
+
+// pidsEnforcement says how the pids limit binds a program running as runAs.
+// RLIMIT_NPROC counts every task of the program's real user, not the
+// sandbox's: it is set only for a run_as_user, the host user execbox
+// dedicates to its programs. As execbox's own user it would count
+// execbox's threads and everything else that user runs (a developer's
+// shell, editor, go test), and a program could not start a process or a
+// thread; as root it binds nothing.
+func pidsEnforcement(runAs *user.User) string {
+	switch {
+	case runAs != nil:
+		return "rlimit RLIMIT_NPROC (per host user " + runAs.Username + ": every process of that user counts)"
+	case os.Geteuid() == 0:
+		return "not enforced (RLIMIT_NPROC does not bind root; run_as_user makes it per that user)"
 	}
-	return m
+	return fmt.Sprintf("not enforced (RLIMIT_NPROC would count every process of host user %d, execbox's own and its other programs' included, "+
+		"not the sandbox's; run_as_user, as root, makes it per that user)", os.Getuid())
 }
 
 func (b *Backend) Capabilities() sandbox.Capabilities {
@@ -60,7 +75,7 @@ func (b *Backend) Capabilities() sandbox.Capabilities {
 		Isolation: sandbox.IsolationNone,
 		Sessions:  true,
 		Networks:  []sandbox.Network{sandbox.NetworkHost},
-		Limits:    enforcement(),
+		Limits:    enforcement(nil),
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/execbox/execbox/internal/testutil"
 	"github.com/execbox/execbox/sandbox"
 )
 
@@ -20,16 +21,6 @@ func runAsBackend(t *testing.T, root string) sandbox.Backend {
 		t.Fatal(err)
 	}
 	return b
-}
-
-func requireRoot(t *testing.T) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		if strings.Contains(os.Getenv("EXECBOX_REQUIRE"), "native") {
-			t.Fatal("EXECBOX_REQUIRE is set but the tests do not run as root")
-		}
-		t.Skip("run_as_user needs root")
-	}
 }
 
 // A root-owned, 0711 work root, as an operator would make it.
@@ -47,7 +38,7 @@ func workRootFor(t *testing.T) string {
 }
 
 func TestRunAsUserRuns(t *testing.T) {
-	requireRoot(t)
+	testutil.RequiresRoot(t, "root")
 	root := workRootFor(t)
 	spec := sandbox.Spec{Policy: sandbox.Policy{RunAsUser: "nobody"}, Files: map[string][]byte{"in.txt": []byte("x")}}
 	res, err := sandbox.Run(context.Background(), runAsBackend(t, root), spec,
@@ -61,7 +52,7 @@ func TestRunAsUserRuns(t *testing.T) {
 }
 
 func TestRunAsUserRefusals(t *testing.T) {
-	requireRoot(t)
+	testutil.RequiresRoot(t, "root")
 	good := workRootFor(t)
 	worldWritable := workRootFor(t)
 	os.Chmod(worldWritable, 0o777)
@@ -88,16 +79,26 @@ func TestRunAsUserRefusals(t *testing.T) {
 // The refusal for a non-root execbox: the test binary runs this test again
 // as nobody.
 func TestRunAsUserNeedsRootExecbox(t *testing.T) {
-	if os.Getenv("EXECBOX_LOCAL_RUNAS_CHILD") == "1" {
+	if os.Getenv(childEnv) == t.Name() {
 		_, err := runAsBackend(t, os.Getenv("EXECBOX_LOCAL_RUNAS_ROOT")).Create(context.Background(), sandbox.Spec{Policy: sandbox.Policy{RunAsUser: "nobody"}})
 		if !errors.Is(err, sandbox.ErrDenied) || sandbox.CodeOf(err) != "run_as_user_not_root" {
 			t.Fatalf("as non-root: %v", err)
 		}
 		return
 	}
-	requireRoot(t)
-	// A copy of the test binary nobody can execute.
+	testutil.RequiresRoot(t, "root")
 	dir := workRootFor(t)
+	asNobody(t, dir, "EXECBOX_LOCAL_RUNAS_ROOT="+dir)
+}
+
+// childEnv names the test a copy of the test binary runs as nobody.
+const childEnv = "EXECBOX_LOCAL_CHILD"
+
+// asNobody runs the calling test again as nobody, in a copy of the test
+// binary in dir (which nobody must reach), with env added, and fails
+// unless it passed.
+func asNobody(t *testing.T, dir string, env ...string) {
+	t.Helper()
 	bin := filepath.Join(dir, "local.test")
 	data, err := os.ReadFile("/proc/self/exe")
 	if err != nil {
@@ -106,11 +107,12 @@ func TestRunAsUserNeedsRootExecbox(t *testing.T) {
 	if err := os.WriteFile(bin, data, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, "-test.run=^TestRunAsUserNeedsRootExecbox$", "-test.count=1", "-test.v")
-	cmd.Env = []string{"EXECBOX_LOCAL_RUNAS_CHILD=1", "EXECBOX_LOCAL_RUNAS_ROOT=" + dir, "PATH=/usr/bin:/bin"}
+	cmd := exec.Command(bin, "-test.run=^"+t.Name()+"$", "-test.count=1", "-test.v")
+	cmd.Env = append([]string{childEnv + "=" + t.Name(), "PATH=/usr/bin:/bin"}, env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534, Groups: []uint32{}}}
 	out, err := cmd.CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "--- PASS: TestRunAsUserNeedsRootExecbox") {
+	if err != nil || !strings.Contains(string(out), "--- PASS: "+t.Name()) {
 		t.Fatalf("child as nobody: %v\n%s", err, out)
 	}
+	t.Logf("child as nobody:\n%s", out)
 }
