@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -65,6 +66,14 @@ func TestSessionCLI(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("code: exit %d %q", r.code, r.stderr)
 	}
+	// As docker exec: the command's own flags are the command's, and piped
+	// stdin reaches it without -i.
+	if r = execbox(t, env, "", "session", "exec", id, "sh", "-c", "exit 5"); r.code != 5 {
+		t.Fatalf("session exec sh -c 'exit 5': exit %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	if r = execbox(t, env, "piped\n", "session", "exec", "--timeout", "20s", id, "--", "sh", "-c", "cat"); r.code != 0 || r.stdout != "piped\n" {
+		t.Fatalf("piped stdin to session exec: exit %d %q %q", r.code, r.stdout, r.stderr)
+	}
 	r = execbox(t, env, "data to upload", "session", "cp", "-", id+":up/in.txt")
 	if r.code != 0 {
 		t.Fatalf("cp in: exit %d %q", r.code, r.stderr)
@@ -95,10 +104,25 @@ func TestSessionCLI(t *testing.T) {
 	if r = execbox(t, env, "", "session", "list"); r.code != 0 || !strings.Contains(r.stdout, id) || !strings.Contains(r.stdout, "who=cli") {
 		t.Fatalf("list: exit %d %q %q", r.code, r.stdout, r.stderr)
 	}
-	// A context that keeps its state, from the command line.
+	// A context that keeps its state, from the command line: calls without
+	// --context share the session's first context of their language.
 	r = execbox(t, env, "", "session", "run-code", id, "import math\nr = 2")
 	ctxID, ok := strings.CutPrefix(strings.TrimSpace(r.stderr), "context: ")
 	if r.code != 0 || !ok {
+		t.Fatalf("run-code: exit %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	for range 8 { // more calls than a session has contexts
+		if r = execbox(t, env, "", "session", "run-code", id, "r = r + 1\nr"); r.code != 0 || r.stderr != "" {
+			t.Fatalf("run-code without --context: exit %d %q %q", r.code, r.stdout, r.stderr)
+		}
+	}
+	if r.stdout != "10\n" {
+		t.Fatalf("run-code without --context forgot its state: %q, want 10", r.stdout)
+	}
+	if r = execbox(t, env, "", "session", "run-code", id, "--new", "r"); r.code != 1 || !strings.Contains(r.stderr, "NameError") || !strings.Contains(r.stderr, "context: ") {
+		t.Fatalf("run-code --new: exit %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	if r = execbox(t, env, "", "session", "run-code", id, "r = 2"); r.code != 0 {
 		t.Fatalf("run-code: exit %d %q %q", r.code, r.stdout, r.stderr)
 	}
 	if r = execbox(t, env, "print('area')\nround(math.pi * r * r, 2)", "session", "run-code", id, "--context", ctxID, "-"); r.code != 0 || r.stdout != "area\n12.57\n" {
@@ -472,4 +496,37 @@ type zeros struct{}
 func (zeros) Read(p []byte) (int, error) {
 	clear(p)
 	return len(p), nil
+}
+
+// TestClientFindsTheServer: without --server, the client commands dial
+// $EXECBOX_URL, else the server the configuration describes (its
+// server.listen, a wildcard host on loopback); and a server starts with
+// the clients' EXECBOX_URL exported.
+func TestClientFindsTheServer(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	config := func(listen string) string {
+		p := filepath.Join(t.TempDir(), "execbox.yaml")
+		if err := os.WriteFile(p, []byte("server:\n  listen: "+listen+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	cfg := config(fmt.Sprintf("127.0.0.1:%d", port))
+	startServer(t, append(slices.Clone(localServe), "EXECBOX_CONFIG="+cfg, "EXECBOX_URL=http://127.0.0.1:1"), "--listen", fmt.Sprintf("127.0.0.1:%d", port))
+	for _, c := range []string{cfg, config(fmt.Sprintf("0.0.0.0:%d", port))} {
+		if r := execbox(t, []string{"EXECBOX_CONFIG=" + c}, "", "session", "list"); r.code != 0 {
+			t.Errorf("session list with the server's configuration (%s): exit %d %q %q", c, r.code, r.stdout, r.stderr)
+		}
+	}
+	if r := execbox(t, []string{"EXECBOX_CONFIG=" + cfg, "EXECBOX_URL=http://127.0.0.1:1"}, "", "session", "list"); r.code == 0 || !strings.Contains(r.stderr, "127.0.0.1:1") {
+		t.Errorf("EXECBOX_URL is not dialed before the configuration: exit %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	if r := execbox(t, []string{"EXECBOX_CONFIG=" + cfg}, "", "session", "list", "--server", "http://127.0.0.1:1"); r.code == 0 {
+		t.Errorf("--server is not dialed before the configuration: exit %d %q %q", r.code, r.stdout, r.stderr)
+	}
 }

@@ -10,22 +10,22 @@ import (
 	"github.com/spf13/cobra"
 )
 
-func newApprovalCmd() *cobra.Command {
-	f := &sessionFlags{}
+func newApprovalCmd(g *globals) *cobra.Command {
+	f := &sessionFlags{g: g}
 	cmd := &cobra.Command{
 		Use:   "approval",
 		Short: "List and decide the executions a guard rule holds for confirmation",
 		Long: `A guard rule with action confirm (guard.rules in the configuration) holds each
 call it matches, before anything runs, until an admin approves or denies it
 here, or guard.approvals.timeout passes. These commands need an admin token
-(EXECBOX_TOKEN); the server is --server, or $EXECBOX_URL, or
-http://127.0.0.1:8080.
+(EXECBOX_TOKEN); the server is --server, or $EXECBOX_URL, or the
+configuration's server.listen (by default http://127.0.0.1:8080).
 
   execbox approval list
   execbox approval approve 3f9c…
   execbox approval deny 3f9c… --reason "not during the freeze"`,
 	}
-	cmd.PersistentFlags().StringVar(&f.remote, "server", defaultServer(), "the execbox server's URL")
+	cmd.PersistentFlags().StringVar(&f.remote, "server", "", serverFlagHelp)
 	cmd.PersistentFlags().BoolVar(&f.asJSON, "json", false, "print the approvals, and a refusal, as JSON")
 	list := &cobra.Command{
 		Use:   "list",

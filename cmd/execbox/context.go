@@ -21,21 +21,25 @@ import (
 
 func newSessionRunCodeCmd(f *sessionFlags) *cobra.Command {
 	var ctxID, language string
+	var fresh bool
 	var timeout time.Duration
 	cmd := &cobra.Command{
 		Use:   "run-code SESSION [CODE | -]",
 		Short: "Run code in an interpreter context of a session, which keeps its state across calls; the last expression's value is printed",
 		Long: `Run Python (or JavaScript) code in an interpreter context of a session: its
 variables, imports and definitions stay for the next call, like a notebook
-kernel. Without --context a new context is made and its id printed on
-stderr; name it with --context on the next call. The code is the argument,
+kernel. Without --context the code runs in the session's first live
+context of its language, as the Python client and MCP do (one is made, and
+its id printed on stderr, when there is none): consecutive calls share
+their state. --new makes a fresh context. The code is the argument,
 or stdin when it is - or absent. What the code prints comes first, then the
 value of its last expression (its repr; with --json the whole answer).
 A call that raised prints the traceback and exits 1.
 
   id=$(execbox session create)
-  execbox session run-code $id 'import math; r = 2' 2>ctx     # "context: ctx_…"
-  execbox session run-code $id --context ctx_… 'math.pi * r**2'`,
+  execbox session run-code $id 'import math; r = 2'    # "context: ctx_…" on stderr
+  execbox session run-code $id 'math.pi * r**2'       # the same context: 12.566…
+  execbox session run-code $id --new 'r'              # a fresh one: NameError`,
 		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			id := args[0]
@@ -59,6 +63,11 @@ A call that raised prints the traceback and exits 1.
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			if ctxID == "" && !fresh {
+				if ctxID, err = defaultContext(ctx, c, id, language); err != nil {
+					return err
+				}
+			}
 			if ctxID == "" {
 				cx, err := c.CreateContext(ctx, id, language)
 				if err != nil {
@@ -99,10 +108,28 @@ A call that raised prints the traceback and exits 1.
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&ctxID, "context", "", "the context to run in (default: a new one)")
-	fl.StringVar(&language, "language", "python", "a new context's language: python or javascript")
+	fl.StringVar(&ctxID, "context", "", "the context to run in (default: the session's first live one of the language)")
+	fl.BoolVar(&fresh, "new", false, "run in a new context")
+	cmd.MarkFlagsMutuallyExclusive("context", "new")
+	fl.StringVar(&language, "language", "python", "the context's language: python or javascript")
 	fl.DurationVar(&timeout, "timeout", 0, "interrupt the call after this long (default and most: the session's wall limit)")
 	return cmd
+}
+
+// defaultContext is the id of session id's first live context of
+// language, or "" when it has none. The CLI keeps nothing between calls,
+// so the session's own list is what makes consecutive calls share state.
+func defaultContext(ctx context.Context, c *client.Client, id, language string) (string, error) {
+	list, err := c.Contexts(ctx, id)
+	if err != nil {
+		return "", err
+	}
+	for _, x := range list {
+		if x.Language == language && x.Lost == "" {
+			return x.ID, nil
+		}
+	}
+	return "", nil
 }
 
 func newSessionContextCmd(f *sessionFlags) *cobra.Command {

@@ -68,7 +68,7 @@ func newRoot() *cobra.Command {
 	root.SetVersionTemplate("execbox {{.Version}}\n")
 	root.PersistentFlags().StringVar(&g.configPath, "config", "", "configuration file (default $EXECBOX_CONFIG)")
 	root.PersistentFlags().StringArrayVar(&g.set, "set", nil, "set a configuration key, e.g. --set limits.memory=512m (repeatable)")
-	root.AddCommand(newRunCmd(g), newFnCmd(g), newLintCmd(g), newDoctorCmd(g), newConfigCmd(g), newImageCmd(g), newVersionCmd(), newServeCmd(g), newAuditCmd(g), newMCPCmd(g), newSessionCmd(), newApprovalCmd(), newToolCmd(g), newBenchCmd(g))
+	root.AddCommand(newRunCmd(g), newFnCmd(g), newLintCmd(g), newDoctorCmd(g), newConfigCmd(g), newImageCmd(g), newVersionCmd(), newServeCmd(g), newAuditCmd(g), newMCPCmd(g), newSessionCmd(g), newApprovalCmd(g), newToolCmd(g), newBenchCmd(g))
 	// Added here rather than by Execute, so that strict sees it too.
 	root.InitDefaultCompletionCmd()
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {

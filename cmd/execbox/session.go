@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -23,24 +24,49 @@ import (
 
 // sessionFlags are what every session subcommand shares.
 type sessionFlags struct {
+	g      *globals
 	remote string
 	asJSON bool
 }
 
 func (f *sessionFlags) client() (*client.Client, error) {
-	return remoteClient(f.remote)
-}
-
-// defaultServer is the server the session commands talk to.
-func defaultServer() string {
-	if u := os.Getenv("EXECBOX_URL"); u != "" {
-		return u
+	url := f.remote
+	if url == "" {
+		var err error
+		if url, err = f.g.server(); err != nil {
+			return nil, err
+		}
 	}
-	return "http://127.0.0.1:8080"
+	return remoteClient(url)
 }
 
-func newSessionCmd() *cobra.Command {
-	f := &sessionFlags{}
+// serverFlagHelp is the help of the --server flag of the commands that
+// talk to a server.
+const serverFlagHelp = "the execbox server's URL (default: $EXECBOX_URL, else the configuration's server.listen)"
+
+// server is the URL of the server the client commands talk to without
+// --server: $EXECBOX_URL, else the server this configuration describes
+// (server.listen; a wildcard host is dialed on loopback).
+func (g *globals) server() (string, error) {
+	if u := os.Getenv("EXECBOX_URL"); u != "" {
+		return u, nil
+	}
+	cfg, _, err := g.loadConfig()
+	if err != nil {
+		return "", err
+	}
+	host, port, err := net.SplitHostPort(cfg.Server.Listen)
+	if err != nil {
+		return "", sandbox.Errorf(sandbox.ErrInvalid, "config_invalid", "server.listen %q: %v", cfg.Server.Listen, err)
+	}
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	return "http://" + net.JoinHostPort(host, port), nil
+}
+
+func newSessionCmd(g *globals) *cobra.Command {
+	f := &sessionFlags{g: g}
 	cmd := &cobra.Command{
 		Use:   "session",
 		Short: "Open sessions on an execbox server, run commands in them, move files in and out",
@@ -49,7 +75,8 @@ commands: files written by one command are there for the next. It ends when
 it is closed, when its ttl passes (30 min by default) or when it goes unused
 for its idle timeout (10 min). Nothing of it survives a restart of the server.
 
-The server is --server, or $EXECBOX_URL, or http://127.0.0.1:8080; the token
+The server is --server, or $EXECBOX_URL, or the configuration's server.listen
+(by default http://127.0.0.1:8080); the token
 comes from EXECBOX_TOKEN. A remote path in cp is SESSION:PATH.
 
   id=$(execbox session create)
@@ -59,7 +86,7 @@ comes from EXECBOX_TOKEN. A remote path in cp is SESSION:PATH.
   execbox session attach $id -- python3             # an interactive REPL
   execbox session close $id`,
 	}
-	cmd.PersistentFlags().StringVar(&f.remote, "server", defaultServer(), "the execbox server's URL")
+	cmd.PersistentFlags().StringVar(&f.remote, "server", "", serverFlagHelp)
 	cmd.PersistentFlags().BoolVar(&f.asJSON, "json", false, "print the answers as JSON")
 	cmd.AddCommand(newSessionCreateCmd(f), newSessionListCmd(f), newSessionExecCmd(f), newSessionCpCmd(f),
 		newSessionLsCmd(f), newSessionCloseCmd(f), newSessionRunCodeCmd(f), newSessionContextCmd(f), newSessionAttachCmd(f))
@@ -158,14 +185,30 @@ func newSessionExecCmd(f *sessionFlags) *cobra.Command {
 	var timeout time.Duration
 	var stdin bool
 	cmd := &cobra.Command{
-		Use:   "exec SESSION [-c CODE | -- COMMAND [ARG...]]",
+		Use:   "exec [flags] SESSION [flags] [-c CODE | COMMAND [ARG...]]",
 		Short: "Run a command, or code, in a session; its output as it comes, its exit code as execbox's",
-		Args:  cobra.MinimumNArgs(1),
+		Long: `Run a command, or code, in a session, as docker exec does in a container:
+execbox's flags come before the command (before or after SESSION), and
+everything from the command on is the command's. Piped stdin is passed to
+the command, as with run; -i passes a terminal's too.
+
+  execbox session exec $id sh -c 'exit 5'; echo $?      # 5
+  echo hi | execbox session exec $id -- tr a-z A-Z       # HI
+  execbox session exec $id -c 'print(6 * 7)'            # code, python by default`,
+		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			id := args[0]
-			req.Command = args[1:]
+			id, rest := args[0], args[1:]
+			// Flags right after SESSION are execbox's too, up to the
+			// command (or a -- there): parse them as run parses its own.
+			if len(rest) > 0 && strings.HasPrefix(rest[0], "-") && cmd.ArgsLenAtDash() != 1 {
+				if err := cmd.Flags().Parse(rest); err != nil {
+					return sandbox.Errorf(sandbox.ErrInvalid, "args_invalid", "%v", err)
+				}
+				rest = cmd.Flags().Args()
+			}
+			req.Command = rest
 			req.Timeout = v1.Seconds(timeout)
-			if stdin {
+			if stdin || !isTerminal(os.Stdin) {
 				b, err := io.ReadAll(io.LimitReader(os.Stdin, maxRemoteStdin+1))
 				if err != nil {
 					return err
@@ -201,11 +244,12 @@ func newSessionExecCmd(f *sessionFlags) *cobra.Command {
 		},
 	}
 	fl := cmd.Flags()
+	fl.SetInterspersed(false) // flags end at the command, as with docker exec
 	fl.StringVarP(&req.Code, "code", "c", "", "run this code instead of a command")
 	fl.StringVar(&req.Language, "language", "", "the code's language: python (default), javascript, sh, bash")
 	fl.StringVar(&req.Dir, "workdir", "", "the working directory, relative to the work dir")
 	fl.DurationVar(&timeout, "timeout", 0, "shorten the session's wall-clock limit for this command")
-	fl.BoolVarP(&stdin, "interactive", "i", false, "pass execbox's stdin to the command")
+	fl.BoolVarP(&stdin, "interactive", "i", false, "pass execbox's stdin to the command even when it is a terminal (piped stdin always is)")
 	return cmd
 }
 

@@ -25,6 +25,7 @@ const envPrefix = "EXECBOX_"
 var nonKeyEnv = map[string]bool{
 	"EXECBOX_CONFIG":      true, // the config file
 	"EXECBOX_TOKEN":       true, // API token; never read or printed here
+	"EXECBOX_URL":         true, // the clients' server
 	"EXECBOX_REQUIRE":     true, // tests: prerequisites that must be present
 	"EXECBOX_SCREENSHOTS": true, // tests: where the playground test saves its screenshots
 	// The scripts' own knobs (scripts/, deploy/), which may be exported.

@@ -3,6 +3,7 @@
 import asyncio
 import base64
 import json
+import os
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -17,11 +18,17 @@ class Client:
     """The execbox HTTP API (POST /v1/runs, /v1/functions:execute and :lint,
     GET /v1/health and /v1/backends).
 
-    timeout bounds each request's connect and every read, in seconds; a
-    run's own wall limit is the server's business (limits={"wall": 5}).
+    base_url is $EXECBOX_URL when not given (else http://127.0.0.1:8080),
+    token $EXECBOX_TOKEN. timeout bounds each request's connect and every
+    read, in seconds; a run's own wall limit is the server's business
+    (limits={"wall": 5}).
     """
 
-    def __init__(self, base_url: str = "http://127.0.0.1:8080", token: Optional[str] = None, timeout: float = 120.0):
+    def __init__(self, base_url: Optional[str] = None, token: Optional[str] = None, timeout: float = 120.0):
+        # As the CLI: $EXECBOX_URL and $EXECBOX_TOKEN before the defaults.
+        base_url = base_url or os.environ.get("EXECBOX_URL") or "http://127.0.0.1:8080"
+        if token is None:
+            token = os.environ.get("EXECBOX_TOKEN") or None
         u = urllib.parse.urlsplit(base_url)
         if u.scheme not in ("http", "https") or not u.netloc:
             raise ExecboxError("url_invalid", "server URL %r: want http(s)://host:port" % base_url)
@@ -212,7 +219,7 @@ class AsyncClient:
     """Client's methods as coroutines (each runs the sync call in a thread);
     run_stream is an async iterator."""
 
-    def __init__(self, base_url: str = "http://127.0.0.1:8080", token: Optional[str] = None, timeout: float = 120.0):
+    def __init__(self, base_url: Optional[str] = None, token: Optional[str] = None, timeout: float = 120.0):
         self._c = Client(base_url, token, timeout)
 
     async def run(self, command: Optional[Sequence[str]] = None, **kw: Any) -> RunResult:

@@ -74,6 +74,18 @@ def test_errors_carry_the_code(server, c):
     assert e.value.code == "request_invalid"
 
 
+def test_client_reads_the_environment(server, monkeypatch):
+    # As the CLI: EXECBOX_URL and EXECBOX_TOKEN name the server and the token.
+    monkeypatch.setenv("EXECBOX_URL", server)
+    monkeypatch.setenv("EXECBOX_TOKEN", TOKEN)
+    assert Client().run(["true"]).exit_code == 0
+    monkeypatch.setenv("EXECBOX_TOKEN", "wrong")
+    with pytest.raises(ExecboxError) as e:
+        Client().run(["true"])
+    assert e.value.code == "unauthenticated"
+    assert Client(token=TOKEN).run(["true"]).exit_code == 0  # an argument wins
+
+
 def test_health(c):
     # The server runs on local, named: the report says so, and lists local
     # as ready and allowed although unisolated.

@@ -115,6 +115,24 @@ test("errors carry the code", async () => {
     (e: ExecboxError) => e.code === "server_unreachable" && e.status === 0);
 });
 
+test("the client reads the environment", async () => {
+  // As the CLI: EXECBOX_URL and EXECBOX_TOKEN name the server and the token.
+  const saved = { url: process.env.EXECBOX_URL, token: process.env.EXECBOX_TOKEN };
+  try {
+    process.env.EXECBOX_URL = url;
+    process.env.EXECBOX_TOKEN = TOKEN;
+    assert.equal((await new Client().run({ command: ["true"] })).exit_code, 0);
+    process.env.EXECBOX_TOKEN = "wrong";
+    await assert.rejects(new Client().run({ command: ["true"] }), (e: ExecboxError) => e.code === "unauthenticated");
+    assert.equal((await new Client(undefined, { token: TOKEN }).run({ command: ["true"] })).exit_code, 0);
+  } finally {
+    for (const [k, v] of [["EXECBOX_URL", saved.url], ["EXECBOX_TOKEN", saved.token]] as const) {
+      if (v === undefined) delete process.env[k];
+      else process.env[k] = v;
+    }
+  }
+});
+
 // Tools run in an isolating backend (the local one mounts no tools dir):
 // native, which needs root.
 test("tools and approvals", { skip: process.getuid?.() !== 0 && "native needs root" }, async () => {
