@@ -54,8 +54,9 @@ finish() {
 	stage ""
 	for ((i = ${#cleanups[@]} - 1; i >= 0; i--)); do eval "${cleanups[i]}" || true; done
 	# A background build still running (the run failed before it was
-	# waited for) is stopped.
-	for pid in ${k8s_build:-} ${runsc_build:-}; do kill "$pid" 2>/dev/null || true; done
+	# waited for) is stopped, with its go build: each runs in a process
+	# group of its own (setsid), which is killed whole.
+	for pid in ${k8s_build:-} ${runsc_build:-}; do kill -- "-$pid" 2>/dev/null || true; done
 	echo "== stages (${SECONDS} s in all, exit $rc)"
 	printf '%s\n' "${stages[@]}"
 }
@@ -70,10 +71,10 @@ case ",$EXECBOX_REQUIRE," in *,kubernetes,* | *,kubernetes-gvisor,*) k8s=true ;;
 bglogs=$(mktemp -d)
 cleanups+=("rm -rf '$bglogs'")
 if $k8s; then
-	nice -n 19 ./scripts/k8s.sh build >"$bglogs/k8s-build" 2>&1 &
+	setsid nice -n 19 ./scripts/k8s.sh build >"$bglogs/k8s-build" 2>&1 &
 	k8s_build=$!
 fi
-./scripts/runsc.sh >"$bglogs/runsc" 2>"$bglogs/runsc.log" &
+setsid ./scripts/runsc.sh >"$bglogs/runsc" 2>"$bglogs/runsc.log" &
 runsc_build=$!
 
 stage "installing what the tests need"

@@ -63,13 +63,13 @@ export class Client {
 
   /** baseUrl is $EXECBOX_URL when not given (else http://127.0.0.1:8080), opts.token $EXECBOX_TOKEN, where there is an environment (Node). */
   constructor(baseUrl?: string, opts: ClientOptions = {}) {
-    const env = globalThis.process?.env ?? {};
-    baseUrl = baseUrl || env.EXECBOX_URL || "http://127.0.0.1:8080";
-    const u = new URL(baseUrl);
+    const env = (globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env ?? {};
+    const base = baseUrl || env.EXECBOX_URL || "http://127.0.0.1:8080";
+    const u = new URL(base);
     if (u.protocol !== "http:" && u.protocol !== "https:") {
-      throw new ExecboxError("url_invalid", `server URL ${baseUrl}: want http(s)://host:port`);
+      throw new ExecboxError("url_invalid", `server URL ${base}: want http(s)://host:port`);
     }
-    this.base = baseUrl.replace(/\/+$/, "");
+    this.base = base.replace(/\/+$/, "");
     this.token = opts.token ?? (env.EXECBOX_TOKEN || undefined);
     this.fetchFn = opts.fetch ?? globalThis.fetch.bind(globalThis);
   }
