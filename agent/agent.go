@@ -136,8 +136,10 @@ func Start(ctx context.Context, sb sandbox.Sandbox, life time.Duration) (*Agent,
 		}
 		a.fail(sandbox.Errorf(sandbox.ErrUnavailable, CodeAgentLost, "%v", why))
 	}()
+	// The first request is taken once the backend has started the agent
+	// (a docker or Kubernetes exec, a VM's): it has the start's wait.
 	init := map[string]any{"op": "init", "kernels": kernels}
-	if err := a.send(ctx, init); err != nil {
+	if err := a.sendWithin(ctx, init, readyWait); err != nil {
 		<-a.done
 		return nil, a.startErr(execErr, res, stderr)
 	}
@@ -300,11 +302,15 @@ func (a *Agent) register(h func(frame)) (id string, unregister func(), err error
 // written (the protocol could not recover), so a ctx cancelled without a
 // deadline does not cut it short: writeWait bounds it.
 func (a *Agent) send(ctx context.Context, req map[string]any) error {
+	return a.sendWithin(ctx, req, writeWait)
+}
+
+// sendWithin is send with wait in place of writeWait.
+func (a *Agent) sendWithin(ctx context.Context, req map[string]any, wait time.Duration) error {
 	line, err := json.Marshal(req)
 	if err != nil {
 		return sandbox.Errorf(sandbox.ErrInternal, "agent_request", "encoding a request: %w", err)
 	}
-	wait := writeWait
 	if d, ok := ctx.Deadline(); ok {
 		wait = min(wait, max(time.Until(d), 0)+deadlineGrace)
 	}
@@ -317,7 +323,11 @@ func (a *Agent) send(ctx context.Context, req map[string]any) error {
 	// either wrote or wedged the agent.
 	t := time.AfterFunc(wait, func() { a.wedged(wait) })
 	_, err = a.in.Write(append(line, '\n'))
-	t.Stop()
+	if !t.Stop() {
+		// The timer fired as the write ended: the agent is being ended,
+		// and will never answer this request.
+		return wedgedErr(wait)
+	}
 	if err != nil {
 		if dead := a.Err(); dead != nil {
 			return dead
@@ -331,10 +341,16 @@ func (a *Agent) send(ctx context.Context, req map[string]any) error {
 // call waiting on it fails agent_lost, its input closes (a blocked write
 // returns) and its Exec is cancelled, which kills it.
 func (a *Agent) wedged(wait time.Duration) {
-	a.fail(sandbox.Errorf(sandbox.ErrUnavailable, CodeAgentLost,
-		"the session's agent did not take a request within %v (it is stopped or stuck) and was ended", wait.Round(time.Millisecond)))
+	a.fail(wedgedErr(wait))
 	a.in.CloseWithError(io.ErrClosedPipe)
 	a.cancel()
+}
+
+// wedgedErr is why the calls of an agent that did not take a request
+// within wait fail.
+func wedgedErr(wait time.Duration) error {
+	return sandbox.Errorf(sandbox.ErrUnavailable, CodeAgentLost,
+		"the session's agent did not take a request within %v (it is stopped or stuck) and was ended", wait.Round(time.Millisecond))
 }
 
 // feed copies r to request id's input, then closes it.

@@ -19,6 +19,10 @@ type TerminalRequest struct {
 	// Buffer bounds the output kept for the reader; past it the oldest
 	// is dropped (a terminal's scrollback, not a log).
 	Buffer int
+	// OnExit, when set, is given the CPU time the program and the orphans
+	// it left used, once the agent reports its end (not when the agent is
+	// lost first).
+	OnExit func(cpu time.Duration)
 }
 
 // Terminal is a program running on a PTY in the sandbox. Its output is
@@ -33,6 +37,7 @@ type Terminal struct {
 	exit    *TerminalExit
 	wake    chan struct{} // closed and replaced when output or the exit arrives
 	limit   int
+	onExit  func(cpu time.Duration)
 	release func()
 	reader  atomic.Bool // a reader holds it (Claim)
 }
@@ -50,7 +55,7 @@ func (a *Agent) OpenTerminal(ctx context.Context, req TerminalRequest) (*Termina
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	t := &Terminal{a: a, wake: make(chan struct{}), limit: max(req.Buffer, 4096)}
+	t := &Terminal{a: a, wake: make(chan struct{}), limit: max(req.Buffer, 4096), onExit: req.OnExit}
 	id, unregister, err := a.register(t.on)
 	if err != nil {
 		return nil, err
@@ -82,6 +87,11 @@ func (t *Terminal) on(f frame) {
 			t.exit.ExitCode = -1
 		}
 		t.release()
+		if t.onExit != nil {
+			// On the agent's reader, which it must not hold up: the
+			// callee only counts.
+			t.onExit(time.Duration(f.Exit.CPU))
+		}
 	case f.Error != nil:
 		t.exit = &TerminalExit{ExitCode: -1, Error: f.Error.Message}
 		t.release()

@@ -299,6 +299,9 @@ type TerminalRequest struct {
 	Env        map[string]string
 	Dir        string
 	Rows, Cols int
+	// OnExit is given the CPU time the program used once it has ended
+	// (see agent.TerminalRequest), to charge it where it belongs.
+	OnExit func(cpu time.Duration)
 }
 
 // OpenTerminal starts req's program on a new terminal (a PTY in the
@@ -330,7 +333,7 @@ func (s *Session) OpenTerminal(ctx context.Context, req TerminalRequest) (Termin
 		return TerminalInfo{}, err
 	}
 	t, err := a.OpenTerminal(ctx, agent.TerminalRequest{Args: req.Args, Env: req.Env, Dir: req.Dir,
-		Rows: cmp.Or(req.Rows, 24), Cols: cmp.Or(req.Cols, 80), Buffer: terminalBuffer})
+		Rows: cmp.Or(req.Rows, 24), Cols: cmp.Or(req.Cols, 80), Buffer: terminalBuffer, OnExit: req.OnExit})
 	if err != nil {
 		return TerminalInfo{}, err
 	}

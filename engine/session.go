@@ -280,6 +280,7 @@ func (e *Engine) OpenSession(ctx context.Context, owner Owner, req SessionReques
 	s := &Session{e: e, owner: owner, contexts: map[string]*ContextInfo{}, terminals: map[string]*sessionTerminal{}, unhold: func() {}}
 	s.ending, s.end = context.WithCancel(context.Background())
 	if err := e.sessions.reserve(s, owner, o); err != nil {
+		s.end()
 		return nil, err
 	}
 	if !caps.Remote {
@@ -287,6 +288,7 @@ func (e *Engine) OpenSession(ctx context.Context, owner Owner, req SessionReques
 		// its programs) fills what its limits size: held whole, up front.
 		share := max(o.FileMemory/2, e.opts.Max.WorkSize+e.opts.Max.TmpSize)
 		if s.unhold, err = e.sessions.files.hold(owner, spec.Limits.WorkSize+spec.Limits.TmpSize, o.FileMemory, share); err != nil {
+			s.end()
 			e.sessions.unreserve(s)
 			return nil, err
 		}

@@ -200,9 +200,13 @@ the command, as with run; -i passes a terminal's too.
 			id, rest := args[0], args[1:]
 			// Flags right after SESSION are execbox's too, up to the
 			// command (or a -- there): parse them as run parses its own.
-			if len(rest) > 0 && strings.HasPrefix(rest[0], "-") && cmd.ArgsLenAtDash() != 1 {
+			// After a -- before SESSION, everything is the command's.
+			if len(rest) > 0 && strings.HasPrefix(rest[0], "-") && cmd.ArgsLenAtDash() < 0 {
 				if err := cmd.Flags().Parse(rest); err != nil {
-					return sandbox.Errorf(sandbox.ErrInvalid, "args_invalid", "%v", err)
+					return sandbox.Errorf(sandbox.ErrInvalid, "flag_invalid", "%v", err)
+				}
+				if help, _ := cmd.Flags().GetBool("help"); help {
+					return cmd.Help()
 				}
 				rest = cmd.Flags().Args()
 			}
@@ -214,7 +218,7 @@ the command, as with run; -i passes a terminal's too.
 					return err
 				}
 				if len(b) > maxRemoteStdin {
-					return sandbox.Errorf(sandbox.ErrLimit, "stdin_too_large", "stdin is over %s", sandbox.HumanSize(maxRemoteStdin))
+					return sandbox.Errorf(sandbox.ErrLimit, "input_too_large", "stdin is over %s", sandbox.HumanSize(maxRemoteStdin))
 				}
 				req.StdinBase64 = b
 			}

@@ -54,13 +54,16 @@ type SessionCodeInput struct {
 
 // CodeOutput is session_run_code's answer.
 type CodeOutput struct {
-	ContextID string        `json:"context_id"`
-	OK        bool          `json:"ok"`
-	Value     any           `json:"value,omitempty" jsonschema:"the last expression's value, when JSON can carry it"`
-	Repr      string        `json:"repr,omitempty"`
-	Stdout    string        `json:"stdout,omitempty"`
-	Stderr    string        `json:"stderr,omitempty"`
-	Error     *v1.CodeError `json:"error,omitempty"`
+	ContextID string `json:"context_id"`
+	OK        bool   `json:"ok"`
+	Value     any    `json:"value,omitempty" jsonschema:"the last expression's value, when JSON can carry it"`
+	Repr      string `json:"repr,omitempty"`
+	Stdout    string `json:"stdout,omitempty"`
+	Stderr    string `json:"stderr,omitempty"`
+	// StdoutTruncated and StderrTruncated: the stream was longer.
+	StdoutTruncated bool          `json:"stdout_truncated,omitempty"`
+	StderrTruncated bool          `json:"stderr_truncated,omitempty"`
+	Error           *v1.CodeError `json:"error,omitempty"`
 	// Lost: the context did not survive; the next call makes a new one.
 	Lost bool `json:"lost,omitempty"`
 }
@@ -153,7 +156,10 @@ func (t *tools) sessionExec(ctx context.Context, req *mcp.CallToolRequest, in Se
 }
 
 func (t *tools) sessionRunCode(ctx context.Context, req *mcp.CallToolRequest, in SessionCodeInput) (*mcp.CallToolResult, CodeOutput, error) {
-	c, err := t.client(req, nil)
+	// What the code printed is taken from the answer as it streams, as
+	// for session_exec, never held whole.
+	text := newOutput(t.o.MaxText)
+	c, err := t.client(req, text)
 	if err != nil {
 		return nil, CodeOutput{}, toolError(err)
 	}
@@ -183,7 +189,12 @@ func (t *tools) sessionRunCode(ctx context.Context, req *mcp.CallToolRequest, in
 	if err != nil {
 		return nil, CodeOutput{}, toolError(err)
 	}
-	out := CodeOutput{ContextID: id, OK: res.OK, Repr: res.Repr, Stdout: res.Stdout, Stderr: res.Stderr, Error: res.Error, Lost: res.Lost}
+	out := CodeOutput{ContextID: id, OK: res.OK, Repr: res.Repr, Error: res.Error, Lost: res.Lost}
+	var cut bool
+	out.Stdout, cut = text.stdout.String()
+	out.StdoutTruncated = res.StdoutTruncated || cut
+	out.Stderr, cut = text.stderr.String()
+	out.StderrTruncated = res.StderrTruncated || cut
 	if len(res.Value) > 0 {
 		out.Value = res.Value // as it is: the server made it
 	}

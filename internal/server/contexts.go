@@ -218,11 +218,16 @@ func (s *Server) handleTerminalOpen(w http.ResponseWriter, r *http.Request) {
 	if !x.check(w, guard.Call{Language: "command", Backend: info.Backend}, nil) {
 		return
 	}
-	t, err := sess.OpenTerminal(r.Context(), engine.TerminalRequest{Args: req.Command, Env: req.Env, Dir: req.Dir, Rows: req.Rows, Cols: req.Cols})
+	// The program's CPU time is charged to the guard's budgets when it
+	// ends, long after this request: the pass goes with the terminal.
+	pass := x.pass
+	t, err := sess.OpenTerminal(r.Context(), engine.TerminalRequest{Args: req.Command, Env: req.Env, Dir: req.Dir, Rows: req.Rows, Cols: req.Cols,
+		OnExit: func(cpu time.Duration) { pass.Charge(cpu) }})
 	if err != nil {
 		x.fail(w, err)
 		return
 	}
+	x.pass = nil
 	x.entry.Code = string(cmd)
 	x.entry.Backend, x.entry.Isolation, x.entry.Reason = info.Backend, info.Isolation.String(), "started"
 	x.end()

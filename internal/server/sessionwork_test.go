@@ -52,6 +52,37 @@ func TestContextCallsAreCharged(t *testing.T) {
 	}
 }
 
+// A terminal's program spends CPU time long after the request that opened
+// it: it is charged to the token's budget when it ends, orphans it left
+// included, and the next call over the budget is refused.
+func TestTerminalCPUIsCharged(t *testing.T) {
+	requirePython(t)
+	en := guardEnv(t, guard.Config{Budgets: []guard.Budget{
+		{Name: "cpu", Tokens: []string{"user"}, Window: time.Hour, CPU: 50 * time.Millisecond},
+	}}, auth.Limits{})
+	base, cx := sessionWithContext(t, en, asUser)
+	// The spinning is a child that leaves the terminal's process group:
+	// the program's own CPU time is nothing.
+	spin := "import os, time\nif os.fork() == 0:\n    os.setsid()\n    t = time.process_time()\n    while time.process_time() - t < 0.2: pass\n    os._exit(0)\nos.wait()"
+	a := en.do("POST", base+"/terminals", map[string]any{"command": []string{"python3", "-c", spin}}, "Authorization", asUser)
+	if a.status != http.StatusCreated {
+		t.Fatalf("a terminal: %d %s", a.status, a.body)
+	}
+	var term v1.Terminal
+	json.Unmarshal(a.body, &term)
+	for deadline := time.Now().Add(20 * time.Second); term.Exit == nil; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the terminal's program did not end: %s", a.body)
+		}
+		a = en.do("GET", base+"/terminals/"+term.ID, nil, "Authorization", asUser)
+		json.Unmarshal(a.body, &term)
+	}
+	a = en.do("POST", base+"/contexts/"+cx+"/run", map[string]any{"code": "1"}, "Authorization", asUser)
+	if a.status != 429 || a.problem(t).Code != guard.CodeBudgetExhausted {
+		t.Fatalf("a call after a terminal spent 0.2 s of CPU under a 50 ms budget: %d %s", a.status, a.body)
+	}
+}
+
 // A session's agent stopped by its own program (finding 2 of issue 33):
 // an exec whose request it cannot take answers agent_lost within its
 // wall limit and a moment, and gives its run slot back — the next run is
