@@ -56,7 +56,7 @@ finish() {
 	# A background build still running (the run failed before it was
 	# waited for) is stopped, with its go build: each runs in a process
 	# group of its own (setsid), which is killed whole.
-	for pid in ${k8s_build:-} ${runsc_build:-}; do kill -- "-$pid" 2>/dev/null || true; done
+	for pid in ${k8s_build:-} ${runsc_build:-} ${vet_job:-}; do kill -- "-$pid" 2>/dev/null || true; done
 	echo "== stages (${SECONDS} s in all, exit $rc)"
 	printf '%s\n' "${stages[@]}"
 }
@@ -76,6 +76,11 @@ if $k8s; then
 fi
 setsid ./scripts/runsc.sh >"$bglogs/runsc" 2>"$bglogs/runsc.log" &
 runsc_build=$!
+# go vet and gofmt need only Go and the tree: they run beside the install,
+# whose downloads leave the CPU idle, and are waited for after it.
+setsid bash -c 'go vet ./... && u=$(gofmt -l $(git ls-files "*.go" 2>/dev/null || find . -name "*.go")) &&
+	if [ -n "$u" ]; then echo "gofmt would change: $u" >&2; exit 1; fi' >"$bglogs/vet" 2>&1 &
+vet_job=$!
 
 stage "installing what the tests need"
 need=()
@@ -95,23 +100,25 @@ fi
 
 stage "the web playground: built from web/ as committed in internal/webui/dist"
 # The binary embeds internal/webui/dist, committed so that a build needs no
-# Node; a source change not built and committed with it fails here.
-(cd web && npm ci --no-audit --no-fund --loglevel=error && npm run -s check && npm run -s build)
-if git rev-parse --git-dir >/dev/null 2>&1; then
-	# The gzip copies are left out: another zlib may pack the same bytes
-	# differently (a test checks each holds its asset).
-	if [ -n "$(git status --porcelain -- internal/webui/dist ':(exclude)*.gz')" ]; then
-		git status --short -- internal/webui/dist ':(exclude)*.gz' >&2
-		echo "internal/webui/dist is not what web/ builds: run npm run build in web/ and commit the result" >&2
-		exit 1
-	fi
+# Node; a source change not built and committed with it fails here. It is
+# built beside the tree (go vet reads the tree meanwhile) and compared; the
+# gzip copies are left out: another zlib may pack the same bytes
+# differently (a test checks each holds its asset).
+webout=$(mktemp -d)
+cleanups+=("rm -rf '$webout'")
+(cd web && npm ci --no-audit --no-fund --loglevel=error && npm run -s check && PLAYGROUND_OUT="$webout/dist" npm run -s build)
+if ! diff -r -q --exclude='*.gz' "$webout/dist" internal/webui/dist >&2; then
+	echo "internal/webui/dist is not what web/ builds: run npm run build in web/ and commit the result" >&2
+	exit 1
 fi
 
-stage "go vet, gofmt"
-go vet ./...
-unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
-if [ -n "$unformatted" ]; then
-	echo "gofmt would change: $unformatted" >&2
+stage "go vet, gofmt (started beside the install)"
+vet_rc=0
+wait "$vet_job" || vet_rc=$?
+vet_job=""
+cat "$bglogs/vet"
+if [ "$vet_rc" != 0 ]; then
+	echo "go vet or gofmt failed (above)" >&2
 	exit 1
 fi
 

@@ -8,7 +8,8 @@ import { basename, dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
 const here = dirname(fileURLToPath(import.meta.url));
-const out = join(here, "..", "internal", "webui", "dist");
+// PLAYGROUND_OUT builds elsewhere (the test script compares the two).
+const out = process.env.PLAYGROUND_OUT || join(here, "..", "internal", "webui", "dist");
 rmSync(out, { recursive: true, force: true });
 mkdirSync(join(out, "assets"), { recursive: true });
 
