@@ -78,7 +78,14 @@ func TestCollectBounds(t *testing.T) {
 
 func TestWriteRejects(t *testing.T) {
 	w := newWD(t)
-	os.Symlink("/etc", filepath.Join(w.Path, "link"))
+	// The link leads to a victim of the test's, never to a host place: a
+	// broken Write would write through it (once /etc/passwd was "x" after
+	// a deliberate break of RESOLVE_NO_SYMLINKS and O_NOFOLLOW).
+	victim := t.TempDir()
+	if err := os.WriteFile(filepath.Join(victim, "passwd"), []byte("victim"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	os.Symlink(victim, filepath.Join(w.Path, "link"))
 	os.Symlink("/tmp/nonexistent-execbox", filepath.Join(w.Path, "dangling"))
 	for _, p := range []string{"/etc/x", "../x", "a/../../x", "a\x00b", strings.Repeat("a", 256), strings.Repeat("a/", 2049), "", "link/passwd", "dangling", "link"} {
 		err := w.Write(map[string][]byte{p: []byte("x")})
@@ -90,8 +97,8 @@ func TestWriteRejects(t *testing.T) {
 			t.Errorf("Write(%q) error %q does not name the path", p, err)
 		}
 	}
-	if _, err := os.Stat("/etc/passwd"); err != nil {
-		t.Fatal(err)
+	if b, err := os.ReadFile(filepath.Join(victim, "passwd")); err != nil || string(b) != "victim" {
+		t.Errorf("a write through the link changed the file it leads to: %q, %v", b, err)
 	}
 	// A valid file next to a bad one: nothing is written.
 	err := w.Write(map[string][]byte{"ok.txt": []byte("x"), "../bad": []byte("x")})
