@@ -15,6 +15,6 @@ code (``err.code``); AsyncClient offers the same methods for asyncio.
 from .client import AsyncClient, Client
 from .errors import ExecboxError
 from .session import Session
-from .types import Diagnostic, FunctionResponse, RunResult, StreamEvent, Usage
+from .types import CodeError, CodeResult, Diagnostic, FunctionResponse, RunResult, StreamEvent, Usage
 
-__all__ = ["AsyncClient", "Client", "Diagnostic", "ExecboxError", "FunctionResponse", "RunResult", "Session", "StreamEvent", "Usage"]
+__all__ = ["AsyncClient", "Client", "CodeError", "CodeResult", "Diagnostic", "ExecboxError", "FunctionResponse", "RunResult", "Session", "StreamEvent", "Usage"]

@@ -8,7 +8,7 @@ import uuid
 from typing import IO, TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 from .errors import ExecboxError
-from .types import RunResult, _check_path
+from .types import CodeResult, RunResult, _check_path
 
 if TYPE_CHECKING:
     from .client import Client
@@ -154,15 +154,12 @@ class Session:
             return json.load(resp)
 
     def run_code(self, code: str, *, context: Optional[str] = None, language: str = "python",
-                 timeout: float = 0) -> Dict[str, Any]:
+                 timeout: float = 0) -> CodeResult:
         """Runs code in an interpreter context of the session, like a
         notebook cell: variables, imports and definitions stay for the next
         call. Without context, this Session's context of the language is
-        used (made the first time). Returns the server's answer: {ok, value
-        (the last expression's, when JSON can carry it), repr, type, stdout,
-        stderr, error {type, message, traceback}, interrupted, lost,
-        duration_ms} with "context" added. Code that raised is an answer
-        with ok False, not an exception; at the timeout the call is
+        used (made the first time). Code that raised is a CodeResult with
+        ok False and error, not an exception; at the timeout the call is
         interrupted and the context keeps its state."""
         if context is None:
             context = self._contexts.get(language)
@@ -173,10 +170,9 @@ class Session:
         if timeout:
             body["timeout"] = timeout
         with self._c._post(self._context_path(context) + "/run", body, None, "application/json") as resp:
-            out = json.load(resp)
-        if out.get("lost") and self._contexts.get(language) == context:
+            out = CodeResult.from_json(json.load(resp), context)
+        if out.lost and self._contexts.get(language) == context:
             del self._contexts[language]  # the next call makes a new one
-        out["context"] = context
         return out
 
     def create_context(self, language: str = "python") -> Dict[str, Any]:

@@ -108,6 +108,46 @@ class FunctionResponse:
 
 
 @dataclass
+class CodeError:
+    """What a context call raised."""
+    type: str
+    message: str
+    traceback: str = ""
+
+
+@dataclass
+class CodeResult:
+    """How a call in an interpreter context ended. Code that raised is
+    ok False with error; at the timeout interrupted is True and the
+    context keeps its state; lost says the context did not survive (the
+    next call makes a new one). value is the last expression's value when
+    JSON can carry it, repr its printed form and type its type's name."""
+    ok: bool
+    context: str = ""
+    value: Any = None
+    repr: str = ""
+    type: str = ""
+    stdout: str = ""
+    stderr: str = ""
+    stdout_truncated: bool = False
+    stderr_truncated: bool = False
+    error: Optional[CodeError] = None
+    interrupted: bool = False
+    lost: bool = False
+    duration_ms: float = 0
+
+    @classmethod
+    def from_json(cls, d: Dict[str, Any], context: str = "") -> "CodeResult":
+        e = d.get("error")
+        return cls(ok=d.get("ok", False), context=context, value=d.get("value"), repr=d.get("repr", ""),
+                   type=d.get("type", ""), stdout=d.get("stdout", ""), stderr=d.get("stderr", ""),
+                   stdout_truncated=d.get("stdout_truncated", False), stderr_truncated=d.get("stderr_truncated", False),
+                   error=CodeError(e.get("type", ""), e.get("message", ""), e.get("traceback", "")) if e else None,
+                   interrupted=d.get("interrupted", False), lost=d.get("lost", False),
+                   duration_ms=d.get("duration_ms", 0))
+
+
+@dataclass
 class StreamEvent:
     """One event of a streamed run: type is stdout or stderr (data holds the
     chunk's bytes), then one result."""

@@ -3,7 +3,7 @@ import os
 
 import pytest
 
-from execbox import AsyncClient, Client, ExecboxError
+from execbox import AsyncClient, Client, CodeResult, ExecboxError
 from conftest import TOKEN
 
 
@@ -148,16 +148,18 @@ def test_session(c):
         # Contexts: state kept across calls, the last expression's value.
         s.run_code("import math\nr = 2\ndef area(x):\n    return math.pi * x * x")
         out = s.run_code("print('hi')\n{'a': round(area(r), 2)}")
-        assert out["ok"] and out["value"] == {"a": 12.57} and out["stdout"] == "hi\n"
+        assert isinstance(out, CodeResult) and out.ok and out.value == {"a": 12.57} and out.stdout == "hi\n"
+        assert out.type == "dict" and out.repr == "{'a': 12.57}" and out.error is None and out.duration_ms > 0
         err = s.run_code("1/0")
-        assert not err["ok"] and err["error"]["type"] == "ZeroDivisionError" and err["context"] == out["context"]
+        assert not err.ok and err.error.type == "ZeroDivisionError" and err.context == out.context
+        assert "division by zero" in err.error.message and "Traceback" in err.error.traceback
         loop = s.run_code("while True:\n    r += 0", timeout=1)
-        assert loop["interrupted"] and s.run_code("r")["value"] == 2
-        assert [x["id"] for x in s.contexts()] == [out["context"]]
-        s.reset_context(out["context"])
-        assert s.run_code("'r' in dir()")["value"] is False
-        s.delete_context(out["context"])
-        assert s.contexts() == [] and s.run_code("7 * 6")["value"] == 42
+        assert loop.interrupted and s.run_code("r").value == 2
+        assert [x["id"] for x in s.contexts()] == [out.context]
+        s.reset_context(out.context)
+        assert s.run_code("'r' in dir()").value is False
+        s.delete_context(out.context)
+        assert s.contexts() == [] and s.run_code("7 * 6").value == 42
     s.close()  # closing a closed session succeeds
     with pytest.raises(ExecboxError) as e:
         s.exec(["true"])
