@@ -1,10 +1,15 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"maps"
+	"mime/multipart"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 
@@ -213,13 +218,28 @@ func TestOpenAPIMatchesHandlers(t *testing.T) {
 						hdr = append(hdr, "Accept", "application/json, text/event-stream")
 					}
 					body := []byte(ex.Value)
-					if ct != "application/json" {
+					switch ct {
+					case "application/json":
+					case "multipart/form-data":
+						// An object of path: content, a part each, its
+						// filename the path.
+						var files map[string]string
+						if err := json.Unmarshal(ex.Value, &files); err != nil {
+							t.Fatalf("%s example %s: %v", k, name, err)
+						}
+						var b bytes.Buffer
+						mw := multipart.NewWriter(&b)
+						for _, p := range slices.Sorted(maps.Keys(files)) {
+							fw, _ := mw.CreateFormFile("f", p)
+							io.WriteString(fw, files[p])
+						}
+						mw.Close()
+						body = b.Bytes()
+						hdr[len(hdr)-1] = mw.FormDataContentType()
+					default:
 						var raw string
 						json.Unmarshal(ex.Value, &raw) // a JSON string: the raw body
 						body = []byte(raw)
-					}
-					if ct == "multipart/form-data" {
-						hdr[len(hdr)-1] += "; boundary=execbox-example" // the examples' own
 					}
 					a := en.do(method, path, body, hdr...)
 					if a.status != want {

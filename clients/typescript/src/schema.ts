@@ -1438,6 +1438,15 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
+        /** @description The request's Host is not a name of this server (host_not_allowed; see server.allowed_hosts), or a page of another origin sent it (origin_not_allowed; see server.allowed_origins). Every route answers so. */
+        SiteRefused: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
         /** @description Refused by policy (denied, isolation_too_weak, unisolated_not_allowed, backend_off, network_denied, image_denied), by a guard rule (guard_denied, naming the rule; approval_denied; approval_expired), not an admin token (forbidden) or a token approving its own held call (self_approval, unless guard.approvals.self_approve). */
         Forbidden: {
             headers: {
@@ -2670,6 +2679,7 @@ export interface operations {
                     "application/json": Record<string, never>;
                 };
             };
+            403: components["responses"]["SiteRefused"];
         };
     };
     healthz: {
@@ -2690,6 +2700,7 @@ export interface operations {
                     "application/json": components["schemas"]["Status"];
                 };
             };
+            403: components["responses"]["SiteRefused"];
         };
     };
     readyz: {
@@ -2710,6 +2721,7 @@ export interface operations {
                     "application/json": components["schemas"]["Status"];
                 };
             };
+            403: components["responses"]["SiteRefused"];
             /** @description Not ready (draining, or no backend can run). */
             503: {
                 headers: {

@@ -9,6 +9,8 @@ import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { createInterface } from "node:readline";
 
+import { createConfig, lintFromString } from "@redocly/openapi-core";
+
 import { Client, ExecboxError } from "../src/index.js";
 
 const TOKEN = "ts-client-secret";
@@ -45,8 +47,14 @@ before(async () => {
   });
 });
 
-after(() => {
-  server?.kill("SIGTERM");
+after(async () => {
+  // The server unmounts what it made under tmp on its way out: wait for
+  // it before removing tmp.
+  if (server && server.exitCode === null && server.signalCode === null) {
+    const exited = new Promise((res) => server.once("exit", res));
+    server.kill("SIGTERM");
+    await exited;
+  }
   rmSync(tmp, { recursive: true, force: true });
 });
 
@@ -57,6 +65,16 @@ test("the generated types are the served document's", () => {
   execFileSync("npx", ["openapi-typescript", join(root, "api/v1/openapi.yaml"), "--default-non-nullable", "false", "-o", out], { cwd: resolve(here, "../.."), stdio: "ignore" });
   assert.equal(readFileSync(out, "utf8"), readFileSync(resolve(here, "../../src/schema.ts"), "utf8"),
     "src/schema.ts is stale: npm run generate");
+});
+
+// A second validator, not the library the server validates with
+// (libopenapi): Redocly's, with its recommended rules, finds no problem
+// — error or warning — in the document the server serves.
+test("Redocly's recommended rules find no problem in the served document", async () => {
+  const source = await (await fetch(url + "/v1/openapi.json")).text();
+  const config = await createConfig({ extends: ["recommended"] });
+  const problems = await lintFromString({ source, absoluteRef: join(tmp, "openapi.json"), config });
+  assert.deepEqual(problems.map((p) => `${p.severity} ${p.ruleId}: ${p.message} at ${p.location?.[0]?.pointer}`), []);
 });
 
 test("run a command", async () => {
