@@ -95,7 +95,8 @@ const (
 
 // ResultExitCode is the CLI's exit code for a program that ran: its own
 // exit status (sandbox.ExitNotFound, 127, and sandbox.ExitNotExecutable,
-// 126, for one that could not be started); ExitTimeout when the wall-clock limit ended it; ExitRefused
+// 126, for one that could not be started; also when the pids limit
+// refused it a fork); ExitTimeout when the wall-clock limit ended it; ExitRefused
 // when the sandbox failed around it; ExitCanceled when the caller
 // cancelled; 128+N when signal N ended it; ExitRefused for any other end
 // with no exit status (an output limit kill without a recorded signal).
@@ -112,7 +113,9 @@ func ResultExitCode(res *sandbox.Result) int {
 			return 128 + n
 		}
 		return ExitRefused
-	case res.Reason == sandbox.ReasonExited:
+	case res.Reason == sandbox.ReasonExited, res.Reason == sandbox.ReasonPidsLimit:
+		// A refused fork ends nothing by itself: the program's own code
+		// (the limit is named in Reason and Message).
 		return res.ExitCode
 	default:
 		return ExitRefused

@@ -89,6 +89,9 @@ func TestResultExitCode(t *testing.T) {
 		{sandbox.Result{Reason: sandbox.ReasonCanceled, ExitCode: -1, Signal: "SIGKILL"}, 130},
 		{sandbox.Result{Reason: sandbox.ReasonSandboxError, ExitCode: -1}, 125},
 		{sandbox.Result{Reason: sandbox.ReasonSignaled, ExitCode: -1, Signal: "SIGKILL"}, 137},
+		// A refused fork ends nothing: the program's own code.
+		{sandbox.Result{Reason: sandbox.ReasonPidsLimit, ExitCode: 2}, 2},
+		{sandbox.Result{Reason: sandbox.ReasonPidsLimit, ExitCode: -1, Signal: "SIGSEGV"}, 139},
 		{sandbox.Result{Reason: sandbox.ReasonSignaled, ExitCode: -1, Signal: "SIGSEGV"}, 139},
 		{sandbox.Result{Reason: sandbox.ReasonMemoryLimit, ExitCode: -1, Signal: "SIGKILL"}, 137},
 		{sandbox.Result{Reason: sandbox.ReasonCPULimit, ExitCode: -1, Signal: "SIGXCPU"}, 152},

@@ -17,7 +17,7 @@ const (
 	ReasonTimeout       Reason = "timeout"         // the wall-clock limit passed; the tree was killed
 	ReasonCanceled      Reason = "canceled"        // the caller cancelled; the tree was killed
 	ReasonMemoryLimit   Reason = "memory_limit"    // killed by the memory limit (OOM)
-	ReasonPidsLimit     Reason = "pids_limit"      // the process limit was hit (the program may have coped)
+	ReasonPidsLimit     Reason = "pids_limit"      // the process limit was hit and the program failed (ExitCode is its own); one that coped ends exited, with a Message naming the limit
 	ReasonOutputLimit   Reason = "output_limit"    // output passed its cap with OutputLimitKill set
 	ReasonCPULimit      Reason = "cpu_limit"       // the CPU-time limit (SIGXCPU / SIGKILL) ended it
 	ReasonFileSizeLimit Reason = "file_size_limit" // a write passed the file-size limit (SIGXFSZ)

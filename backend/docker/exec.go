@@ -398,6 +398,9 @@ func (s *Sandbox) resultOf(ctx context.Context, end *execEnd, started time.Time,
 	}
 	res.Reason = sandbox.ReasonOf(sig)
 	if res.Succeeded() {
+		if tr.pidsMax > 0 {
+			res.Message = fmt.Sprintf("the limit of %d processes was reached (%d fork(s) or clone(s) refused); the program went on and exited 0", l.Pids, tr.pidsMax)
+		}
 		return res
 	}
 	oom := tr.oom > 0

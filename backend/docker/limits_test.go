@@ -61,6 +61,10 @@ ev.set()
 			if !res.Succeeded() || res.Stdout != c.want {
 				t.Errorf("%s; want stdout %q", describe(res), c.want)
 			}
+			// It coped, and exited 0: the limit is named all the same.
+			if c.name == "forks" && !strings.Contains(res.Message, "limit of 32 processes") {
+				t.Errorf("a program that met the limit and coped: message %q, want the limit named", res.Message)
+			}
 		})
 	}
 	for _, c := range []struct{ name, code string }{

@@ -109,6 +109,8 @@ func (s *Sandbox) run(ctx context.Context, p *sandbox.Process) (*sandbox.Result,
 		// program's tasks (threads included).
 		res.Reason = sandbox.ReasonPidsLimit
 		res.Message = fmt.Sprintf("the limit of %d processes was reached (a fork or clone failed %d time(s))", l.Pids, log.forkFailed)
+	} else if log.forkFailed > 0 && res.Succeeded() {
+		res.Message = fmt.Sprintf("the limit of %d processes was reached (a fork or clone failed %d time(s)); the program went on and exited 0", l.Pids, log.forkFailed)
 	}
 	if cleanErr != nil && res.Reason != sandbox.ReasonSandboxError {
 		// The program ran, but something of the run may be left; say so

@@ -15,8 +15,10 @@ import (
 // killed by the caller (killed: timeout, cancel, output limit) is then
 // explained by the limit it hit: an OOM kill as memory_limit, even over a
 // sandbox_error (with cgroup v2's memory.oom.group it takes the init, and
-// its status, with the program); a refused fork as pids_limit, but never
-// over a sandbox_error, which a refused fork does not explain. A zero
+// its status, with the program); a refused fork as pids_limit (the exit
+// code stays the program's), but never over a sandbox_error, which a
+// refused fork does not explain. A run that succeeded after a refused fork
+// keeps its reason, with a Message that names the limit. A zero
 // l.Pids blames no refused fork on the program: the cgroup's pids limit is
 // then not the program's (gVisor's host backstop).
 func Explain(res *sandbox.Result, before, after Stats, l sandbox.Limits, killed bool) sandbox.Reason {
@@ -24,7 +26,14 @@ func Explain(res *sandbox.Result, before, after Stats, l sandbox.Limits, killed 
 	if after.PeakMemory > 0 {
 		res.Usage.PeakMemory = after.PeakMemory
 	}
-	if killed || res.Succeeded() {
+	if killed {
+		return ""
+	}
+	if res.Succeeded() {
+		if l.Pids != 0 && after.PidsLimitHits > before.PidsLimitHits {
+			// The program coped: it succeeded, but say the limit was hit.
+			res.Message = pidsMessage(l.Pids, "the program went on and exited 0")
+		}
 		return ""
 	}
 	switch {
@@ -37,8 +46,18 @@ func Explain(res *sandbox.Result, before, after Stats, l sandbox.Limits, killed 
 		// Keep the error; or no pids limit of the program's to blame.
 	case after.PidsLimitHits > before.PidsLimitHits:
 		res.Reason = sandbox.ReasonPidsLimit
-		res.Message = fmt.Sprintf("the limit of %d processes was reached (a fork or clone failed)", l.Pids)
+		res.Message = pidsMessage(l.Pids, "")
 		return res.Reason
 	}
 	return ""
+}
+
+// pidsMessage says that the limit of pids processes was reached, and what
+// the program did then when that is known.
+func pidsMessage(pids int, then string) string {
+	m := fmt.Sprintf("the limit of %d processes was reached (a fork or clone failed)", pids)
+	if then != "" {
+		m += "; " + then
+	}
+	return m
 }

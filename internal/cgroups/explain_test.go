@@ -45,7 +45,9 @@ func TestExplain(t *testing.T) {
 		{"pids grew without a pids limit", exited(1), pids, sandbox.Limits{Memory: l.Memory}, false, "", "orig"},
 		{"oom grew but killed", timeout, oom, l, true, "", "orig"},
 		{"pids grew but killed", timeout, pids, l, true, "", "orig"},
-		{"succeeded", exited(0), both, l, false, "", "orig"},
+		{"succeeded after a refused fork", exited(0), both, l, false, "", "limit of 32 processes was reached (a fork or clone failed); the program went on and exited 0"},
+		{"succeeded, pids grew without a pids limit", exited(0), pids, sandbox.Limits{Memory: l.Memory}, false, "", "orig"},
+		{"succeeded, nothing grew", exited(0), same, l, false, "", "orig"},
 		{"failed, nothing grew", exited(1), same, l, false, "", "orig"},
 		{"sandbox_error, nothing grew", sandboxErr, same, l, false, "", "orig"},
 	}

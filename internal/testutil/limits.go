@@ -2,6 +2,7 @@ package testutil
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -15,6 +16,27 @@ import (
 // The checks below are the limit tests of the backends that run the
 // program on the host kernel under execbox's cgroups (native, bwrap); each
 // is a whole test body.
+
+// CopesWithPids is a Python program (a format with the exit code) that
+// forks until a fork is refused, ends its children and exits with the
+// code.
+const CopesWithPids = `
+import os, sys, time
+kids = []
+try:
+    while True:
+        pid = os.fork()
+        if pid == 0:
+            time.sleep(30)
+            os._exit(0)
+        kids.append(pid)
+except OSError:
+    pass
+for k in kids:
+    os.kill(k, 9)
+    os.waitpid(k, 0)
+sys.exit(%d)
+`
 
 // pidsLimit: a fork bomb that dies of the pids limit is reported with
 // reason pids_limit (it stops there: the wall limit would say timeout);
@@ -31,6 +53,20 @@ while True:
 	}
 	if !strings.Contains(res.Enforcement["pids"], "pids") {
 		t.Errorf("enforcement for pids = %q", res.Enforcement["pids"])
+	}
+	// A program that meets the limit and copes keeps its own exit code,
+	// and the limit is named: the reason when it failed, a message when
+	// it succeeded.
+	for _, code := range []int{3, 0} {
+		res = Py(t, b, spec, fmt.Sprintf(CopesWithPids, code))
+		want := sandbox.ReasonPidsLimit
+		if code == 0 {
+			want = sandbox.ReasonExited
+		}
+		if res.Reason != want || res.ExitCode != code || !strings.Contains(res.Message, "limit of 32 processes") {
+			t.Errorf("forks until refused, then exits %d: reason %s, exit %d, message %q; want %s, %d and the limit named",
+				code, res.Reason, res.ExitCode, res.Message, want, code)
+		}
 	}
 	res = Py(t, b, spec, `
 import os, time
