@@ -117,8 +117,12 @@ type Engine struct {
 
 	mu     sync.Mutex
 	health map[string]*probe
-	stop   chan struct{}
-	wg     sync.WaitGroup
+	// cacheMu makes this process's updates of the health cache file one
+	// at a time: probes run side by side (ProbeAll), and each rewrites
+	// the whole file.
+	cacheMu sync.Mutex
+	stop    chan struct{}
+	wg      sync.WaitGroup
 }
 
 // New builds every registered backend. A factory error makes that backend

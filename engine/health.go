@@ -84,20 +84,29 @@ func (e *Engine) reconcile(b sandbox.Backend) {
 
 // ProbeAll probes every backend now, in parallel, whatever is known or
 // cached (doctor), and waits for the answers; they update the cache.
-func (e *Engine) ProbeAll(ctx context.Context) {
+// progress, when not nil, is called as each answer comes in (one call at
+// a time), with how long the probe took.
+func (e *Engine) ProbeAll(ctx context.Context, progress func(name string, h sandbox.Health, took time.Duration)) {
 	var wg sync.WaitGroup
+	var progressMu sync.Mutex
 	for _, name := range e.order {
 		b, ok := e.backends[name]
 		if !ok {
 			continue
 		}
 		wg.Go(func() {
+			start := time.Now()
 			h := e.check(b)
 			p := &probe{done: make(chan struct{}), h: h}
 			close(p.done)
 			e.mu.Lock()
 			e.health[name] = p
 			e.mu.Unlock()
+			if progress != nil {
+				progressMu.Lock()
+				progress(name, h, time.Since(start))
+				progressMu.Unlock()
+			}
 		})
 	}
 	done := make(chan struct{})
@@ -226,12 +235,14 @@ func (e *Engine) cacheLoad(name string) (sandbox.Health, bool) {
 
 // cacheStore records name's health in the cache file: read, change one
 // entry, write a new file and rename it over the old one, so a reader
-// never sees half a file. Two writers at once lose one answer, which
-// only costs a probe.
+// never sees half a file. Within a process the updates take turns; two
+// processes writing at once lose one answer, which only costs a probe.
 func (e *Engine) cacheStore(name string, h sandbox.Health) {
 	if e.opts.HealthCache == "" {
 		return
 	}
+	e.cacheMu.Lock()
+	defer e.cacheMu.Unlock()
 	entries := readCache(e.opts.HealthCache)
 	entries[name] = cacheEntry{Fingerprint: e.fingerprint(name), Health: h}
 	e.cacheStoreEntries(entries)

@@ -3,9 +3,11 @@ package integration
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -33,6 +35,8 @@ func TestDockerHabits(t *testing.T) {
 		{"short flags", []string{"-m", "64m", "-e", "GREETING=hi", "--rm", "-i", "sh", "-c", "echo $GREETING"}, "hi\n"},
 		{"-c code", []string{"-c", "print(6*7)"}, "42\n"},
 		{"-c code in sh", []string{"--language", "sh", "-c", "echo from sh"}, "from sh\n"},
+		{"--language js", []string{"--language", "js", "-c", "console.log(6 * 7)"}, "42\n"},
+		{"--language py", []string{"--language", "py", "-c", "print(6 * 7)"}, "42\n"},
 		{"-w", []string{"--file", "/etc/hostname:/work/d/h", "-w", "/work/d", "ls"}, "h\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -139,7 +143,8 @@ func TestProductWords(t *testing.T) {
 }
 
 // TestDoctorSaysHostFactsOnce: a line per backend, and the cgroup
-// explanation the backends share once, below the table.
+// explanation the backends share once, below the table; while it probes,
+// a progress line on stderr per backend as its answer comes in.
 func TestDoctorSaysHostFactsOnce(t *testing.T) {
 	requireNative(t)
 	r := execbox(t, nil, "", "doctor")
@@ -154,6 +159,10 @@ func TestDoctorSaysHostFactsOnce(t *testing.T) {
 	for _, l := range lines[1:] {
 		if len([]rune(l)) > 200 {
 			t.Errorf("a table line is %d characters: %s", len([]rune(l)), l)
+		}
+		name := strings.Fields(l)[0]
+		if !regexp.MustCompile(`(?m)^execbox:   ` + name + ` +(ready|available, not ready|unavailable) +[0-9.]+ s$`).MatchString(r.stderr) {
+			t.Errorf("no progress line for %s on stderr:\n%s", name, r.stderr)
 		}
 	}
 	if n := strings.Count(r.stdout, "hierarchies /sys/fs/cgroup"); n > 1 {
@@ -265,5 +274,27 @@ func TestRootlessRefusesWeakLimits(t *testing.T) {
 	r = asNobody(nil, "doctor")
 	if !strings.Contains(r.stdout, "native enforces:") || !strings.Contains(r.stdout, "RLIMIT_AS") {
 		t.Errorf("doctor as nobody does not show native's per-process bounds:\n%s\n%s", r.stdout, r.stderr)
+	}
+}
+
+// TestPidsLimitKeepsTheExitCode: a program that meets the pids limit
+// exits with its own code, not execbox's 125, and the limit is named on
+// stderr (and as the reason in --json) — when it coped and exited 0 too.
+func TestPidsLimitKeepsTheExitCode(t *testing.T) {
+	requireNative(t)
+	for _, code := range []int{2, 0} {
+		prog := fmt.Sprintf(testutil.CopesWithPids, code)
+		r := execbox(t, nil, "", "run", "--backend", "native", "--pids", "16", "--", "python3", "-c", prog)
+		if r.code != code || !strings.Contains(r.stderr, "limit of 16 processes was reached") {
+			t.Errorf("exits %d after a refused fork: execbox exit %d, stderr %q; want %d and the limit named", code, r.code, r.stderr, code)
+		}
+		r = execbox(t, nil, "", "run", "--backend", "native", "--pids", "16", "--json", "--", "python3", "-c", prog)
+		var res sandbox.Result
+		if err := json.Unmarshal([]byte(r.stdout), &res); err != nil || r.code != code || res.ExitCode != code {
+			t.Fatalf("--json: exit %d, %v, %q", r.code, err, r.stdout)
+		}
+		if want := map[int]sandbox.Reason{2: sandbox.ReasonPidsLimit, 0: sandbox.ReasonExited}[code]; res.Reason != want {
+			t.Errorf("--json, exits %d: reason %s, want %s", code, res.Reason, want)
+		}
 	}
 }

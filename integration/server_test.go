@@ -567,7 +567,8 @@ func TestServeRemoteCLI(t *testing.T) {
 	requirePython(t)
 	s := startServer(t, append(localServe, "EXECBOX_TOKEN=cli-secret"))
 	tok := []string{"EXECBOX_TOKEN=cli-secret"}
-	r := execbox(t, tok, "piped", "run", "--remote", s.url, "--", "sh", "-c", "cat; echo; echo oops >&2; exit 3")
+	// --server names the server on every command; --remote is the same flag.
+	r := execbox(t, tok, "piped", "run", "--server", s.url, "--", "sh", "-c", "cat; echo; echo oops >&2; exit 3")
 	if r.code != 3 || r.stdout != "piped\n" || r.stderr != "oops\n" {
 		t.Fatalf("run --remote: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
 	}

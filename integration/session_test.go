@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -51,6 +52,18 @@ func TestSessionCLI(t *testing.T) {
 	id := strings.TrimSpace(r.stdout)
 	if r.code != 0 || id == "" {
 		t.Fatalf("create: exit %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	// A bare number is seconds, as for run --timeout and the API.
+	r = execbox(t, env, "", "session", "create", "--ttl", "90", "--idle-timeout", "75", "--json")
+	var short v1.Session
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &short) != nil {
+		t.Fatalf("create --ttl 90: exit %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	if ttl := short.Expires.Sub(short.Created); ttl < 89*time.Second || ttl > 91*time.Second || time.Duration(short.IdleTimeout) != 75*time.Second {
+		t.Errorf("create --ttl 90 --idle-timeout 75: a ttl of %v and an idle timeout of %v", ttl, time.Duration(short.IdleTimeout))
+	}
+	if r = execbox(t, env, "", "session", "close", short.ID); r.code != 0 {
+		t.Errorf("close: exit %d %q", r.code, r.stderr)
 	}
 	for i := 1; i <= 3; i++ {
 		r = execbox(t, env, "", "session", "exec", id, "--", "sh", "-c", "echo x >> n; wc -l < n")

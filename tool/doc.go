@@ -46,8 +46,9 @@
 // # Built-ins
 //
 //	python      {code}: run code in a fresh interpreter, REPL-style → {value, repr, type,
-//	            stdout, stdout_truncated}: the last expression's value as JSON, or its repr
-//	            (repr true) when JSON cannot hold it; nothing is kept between calls
+//	            stdout, stdout_truncated}: the last expression's value as JSON (left out
+//	            when JSON cannot hold it), its repr and type, as a context call answers;
+//	            nothing is kept between calls
 //	read_file   {path, encoding?, max_bytes?} → {path, content, encoding, bytes, truncated}
 //	write_file  {path, content, encoding?} → {path, bytes}; the file is an artifact
 //	http_fetch  {url, method?, headers?, body?, max_bytes?, timeout?} → {url, status,

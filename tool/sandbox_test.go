@@ -229,23 +229,23 @@ func TestPythonBuiltin(t *testing.T) {
 	}
 	type value struct {
 		Value  any    `json:"value"`
-		Repr   bool   `json:"repr"`
+		Repr   string `json:"repr"`
 		Type   string `json:"type"`
 		Stdout string `json:"stdout"`
 	}
 	var v value
 	result(t, py("x = 41\nprint('side', x)\n{'answer': x + 1, 'list': [1, 2]}"), &v)
-	if fmt.Sprint(v.Value) != "map[answer:42 list:[1 2]]" || v.Repr || v.Type != "dict" || v.Stdout != "side 41\n" {
+	if fmt.Sprint(v.Value) != "map[answer:42 list:[1 2]]" || v.Repr != "{'answer': 42, 'list': [1, 2]}" || v.Type != "dict" || v.Stdout != "side 41\n" {
 		t.Fatalf("got %+v", v)
 	}
 	v = value{}
 	result(t, py("import datetime\ndatetime.date(2024, 5, 17)"), &v)
-	if v.Value != "datetime.date(2024, 5, 17)" || !v.Repr || v.Type != "date" {
+	if v.Value != nil || v.Repr != "datetime.date(2024, 5, 17)" || v.Type != "date" {
 		t.Fatalf("a value JSON cannot hold: got %+v", v)
 	}
 	v = value{}
 	result(t, py("y = 1"), &v)
-	if v.Value != nil || v.Type != "NoneType" {
+	if v.Value != nil || v.Repr != "None" || v.Type != "NoneType" {
 		t.Fatalf("no last expression: got %+v", v)
 	}
 	// Each call is a fresh interpreter: x from the first call is gone.

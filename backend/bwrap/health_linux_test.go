@@ -177,3 +177,28 @@ func TestHealthUnavailable(t *testing.T) {
 		})
 	}
 }
+
+// TestVersionAskedOnce: `bwrap --version` is asked once per binary and
+// kept in the state dir (internal/binfacts), so that the next process —
+// a CLI call that `auto` probes bwrap in — does not start bwrap to ask.
+func TestVersionAskedOnce(t *testing.T) {
+	testutil.RequiresRoot(t, Name)
+	real := testutil.RequiresBinary(t, Name, "bwrap")
+	dir := t.TempDir()
+	log := filepath.Join(dir, "asked")
+	fake := filepath.Join(dir, "bwrap")
+	if err := os.WriteFile(fake, []byte("#!/bin/sh\n[ \"$1\" = --version ] && echo asked >>"+log+"\nexec "+real+" \"$@\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	state := t.TempDir()
+	for i := range 2 {
+		b := mustBackend(t, sandbox.Settings{WorkRoot: workRoot(t), StateDir: state,
+			Config: testutil.With(DefaultConfig, func(c *Config) { c.Path = fake })})
+		if h := b.Host(); h.Err != nil || !strings.HasPrefix(h.Own.version, "bubblewrap ") {
+			t.Fatalf("probe %d: %v, version %q", i, h.Err, h.Own.version)
+		}
+	}
+	if data, _ := os.ReadFile(log); strings.Count(string(data), "asked") != 1 {
+		t.Fatalf("two probes asked bwrap --version %d times, want 1", strings.Count(string(data), "asked"))
+	}
+}

@@ -1,7 +1,6 @@
 package bwrap
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -13,8 +12,8 @@ import (
 	"time"
 
 	"github.com/execbox/execbox/backend/internal/hostbase"
+	"github.com/execbox/execbox/internal/binfacts"
 	"github.com/execbox/execbox/internal/cleanup"
-	"github.com/execbox/execbox/internal/proc"
 	"github.com/execbox/execbox/internal/seccomp"
 	"github.com/execbox/execbox/sandbox"
 )
@@ -34,7 +33,8 @@ const healthTTL = time.Minute
 // seccomp policy. It is safe for concurrent use.
 type Backend struct {
 	*hostbase.Backend[facts]
-	cfg Config
+	cfg          Config
+	versionCache string // where `bwrap --version` is kept (binfacts); "" keeps nothing
 }
 
 // facts are what the bwrap backend finds out about the host besides
@@ -50,6 +50,9 @@ type host = hostbase.Host[facts]
 
 func build(cfg Config, s sandbox.Settings) sandbox.Backend {
 	b := &Backend{cfg: cfg}
+	if s.StateDir != "" {
+		b.versionCache = filepath.Join(s.StateDir, "bwrap-version.json")
+	}
 	b.Backend = hostbase.NewBackend(b, s, hostbase.Options[facts]{
 		Name:        Name,
 		Isolation:   sandbox.IsolationProcess,
@@ -92,12 +95,8 @@ func (b *Backend) probe(h *host) error {
 	if h.Own.bwrap, err = exec.LookPath(b.cfg.Path); err != nil {
 		return fmt.Errorf("bwrap.path %q: %w", b.cfg.Path, err)
 	}
-	var out bytes.Buffer
-	cmd := exec.Command(h.Own.bwrap, "--version")
-	cmd.Stdout = &out
-	proc.PrivateStdio(cmd)
-	if cmd.Run() == nil {
-		h.Own.version = strings.TrimSpace(out.String())
+	if v, err := binfacts.Output(b.versionCache, h.Own.bwrap, "--version"); err == nil {
+		h.Own.version = v
 	}
 	h.OpenCgroups()
 	if h.Own.filter, err = seccomp.Bytes(); err != nil {

@@ -1,7 +1,6 @@
 package microvm
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/execbox/execbox/backend/internal/hostbase"
 	"github.com/execbox/execbox/backend/internal/warm"
+	"github.com/execbox/execbox/internal/binfacts"
 	"github.com/execbox/execbox/internal/proc"
 	"github.com/execbox/execbox/sandbox"
 )
@@ -29,9 +29,10 @@ const healthTTL = 10 * time.Minute
 // use.
 type Backend struct {
 	*hostbase.Backend[facts]
-	cfg    Config
-	hidden []string // execbox's work roots, never shown to a VM
-	pool   *warm.Pool[shape, *machine]
+	cfg          Config
+	hidden       []string // execbox's work roots, never shown to a VM
+	versionCache string   // where `qemu --version` is kept (binfacts); "" keeps nothing
+	pool         *warm.Pool[shape, *machine]
 
 	slowMu sync.Mutex
 	slow   string // how much slower programs run under TCG, once measured
@@ -58,6 +59,9 @@ func build(cfg Config, s sandbox.Settings) sandbox.Backend {
 		b.cfg.Cache = filepath.Join(s.StateDir, "microvm")
 	default:
 		b.cfg.Cache = "/var/cache/execbox/microvm"
+	}
+	if s.StateDir != "" {
+		b.versionCache = filepath.Join(s.StateDir, "microvm-qemu-version.json")
 	}
 	b.pool = warm.New[shape](cfg.Warm, (*machine).alive, func(m *machine) { m.kill() })
 	b.Backend = hostbase.NewBackend(b, s, hostbase.Options[facts]{
@@ -114,14 +118,11 @@ func (b *Backend) probe(h *host) error {
 	if h.Own.guest, err = findGuest(b.cfg.Guest); err != nil {
 		return err
 	}
-	var out bytes.Buffer
-	cmd := exec.Command(q, "--version")
-	cmd.Stdout = &out
-	proc.PrivateStdio(cmd)
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("%s --version: %w", q, err)
+	version, err := binfacts.Output(b.versionCache, q, "--version")
+	if err != nil {
+		return err
 	}
-	h.Own.version, _, _ = strings.Cut(strings.TrimSpace(out.String()), "\n")
+	h.Own.version, _, _ = strings.Cut(version, "\n")
 	if h.Own.img, err = prepareImage(b.cfg.Kernel, h.Own.guest, b.cfg.Cache); err != nil {
 		return err
 	}

@@ -33,7 +33,7 @@ func newAuditCmd(g *globals) *cobra.Command {
 token, kind (run, function, lint, tool, session, session_exec, or auth: a failed authentication), backend, reason, exit code,
 duration and the error code of a refusal or failure.
 
-It reads the database at audit.path (or --db) directly, or with --remote
+It reads the database at audit.path (or --db) directly, or with --server
 asks a server's GET /v1/audit with the admin token in EXECBOX_TOKEN.
 --since and --until take an RFC 3339 time or a duration before now (24h).`,
 		Args: cobra.NoArgs,
@@ -41,7 +41,7 @@ asks a server's GET /v1/audit with the admin token in EXECBOX_TOKEN.
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.db, "db", "", "the audit database (default audit.path)")
-	fl.StringVar(&f.remote, "remote", "", "query the execbox server at this URL instead (token from EXECBOX_TOKEN)")
+	fl.StringVar(&f.remote, "server", "", "query the execbox server at this URL instead (token from EXECBOX_TOKEN; --remote is the same flag)")
 	fl.StringVar(&f.q.Token, "token", "", "only this token's executions")
 	fl.StringVar(&f.kind, "kind", "", "only this kind: run, function, lint, tool, session, session_exec or auth")
 	fl.StringVar(&f.q.ErrorCode, "error-code", "", "only executions that failed with this code")

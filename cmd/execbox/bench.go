@@ -88,7 +88,7 @@ chart) write the report too.`,
 	cmd.Flags().StringSliceVar(&backends, "backends", nil, "backends to measure (default: every ready isolating one)")
 	cmd.Flags().IntVar(&rounds, "rounds", 30, "interleaved rounds: calls per subject")
 	cmd.Flags().IntSliceVar(&concs, "concurrency", []int{1, 2, 4, 8}, "callers at once for calls per second (none: skip)")
-	cmd.Flags().DurationVar(&rateFor, "rate-time", 3*time.Second, "how long each calls-per-second measure runs")
+	durationVar(cmd.Flags(), &rateFor, "rate-time", 3*time.Second, "how long each calls-per-second measure runs")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
 	cmd.Flags().StringVar(&htmlFile, "html", "", "also write the report as an HTML page with a chart to `FILE`")
 	return cmd

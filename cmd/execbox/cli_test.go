@@ -236,3 +236,66 @@ func TestEveryCommandChecksItsArgs(t *testing.T) {
 	}
 	walk(newRoot())
 }
+
+// TestEveryCommandHasAShortHelp: every command says in its parent's help
+// what it does.
+func TestEveryCommandHasAShortHelp(t *testing.T) {
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		if c.Short == "" && c.Name() != "help" {
+			t.Errorf("%s has no Short: its line in %s --help is empty", c.CommandPath(), c.Parent().CommandPath())
+		}
+		for _, s := range c.Commands() {
+			walk(s)
+		}
+	}
+	walk(newRoot())
+}
+
+// TestFlagWords: what a user types out of habit is read as meant, or
+// refused with the way to what they wanted.
+func TestFlagWords(t *testing.T) {
+	code := filepath.Join(t.TempDir(), "f.py")
+	if err := os.WriteFile(code, []byte("def main(n):\n    return n\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args      []string
+		want      string // in stderr, or in stdout for fn
+		forbidden string
+	}{
+		// docker run -it: run gives no terminal; say where one is.
+		{[]string{"run", "-it", "sh"}, "execbox session attach SESSION", ""},
+		{[]string{"run", "--tty", "sh"}, "execbox session attach SESSION", ""},
+		// 0 is refused, and the message does not say it means no limit.
+		{[]string{"run", "--timeout", "0", "--", "true"}, "--timeout: 0: must be more than 0", "is no limit"},
+		{[]string{"run", "--memory", "0", "--", "true"}, "--memory: 0: must be more than 0", "is no limit"},
+		// Params that are not JSON: JSON's words, not Go's types'.
+		{[]string{"fn", "--code-file", code, "--params", "{n:1}"}, "invalid character 'n' looking for beginning of object key string (at byte 2)", "RawMessage"},
+		{[]string{"fn", "--code-file", code, "--params", ""}, "empty (give {} for no params)", "RawMessage"},
+	} {
+		r := runBinary(t, tc.args...)
+		out := r.stderr
+		if tc.args[0] == "fn" {
+			out = r.stdout
+		}
+		what := strings.Join(tc.args, " ")
+		if r.code != 125 || !strings.Contains(out, tc.want) || (tc.forbidden != "" && strings.Contains(out, tc.forbidden)) {
+			t.Errorf("%q: exit %d, %q; want 125 and %q", what, r.code, short(out), tc.want)
+		}
+	}
+	// --ttl takes whole seconds as every duration does, and --remote is
+	// --server: both parse, so the command goes on to dial the server
+	// (nothing listens at runBinary's URL). (--language's aliases:
+	// integration's TestDockerHabits, which runs the code.)
+	for _, args := range [][]string{
+		{"session", "create", "--ttl", "90"},
+		{"doctor", "--remote", "http://127.0.0.1:1"},
+		{"doctor", "--server", "http://127.0.0.1:1"},
+	} {
+		r := runBinary(t, args...)
+		if r.code != 125 || strings.Contains(r.stderr, "flag_invalid") || !strings.Contains(r.stderr, "127.0.0.1:1") {
+			t.Errorf("%q: exit %d, %q; want the flags read and the server dialled", strings.Join(args, " "), r.code, short(r.stderr))
+		}
+	}
+}

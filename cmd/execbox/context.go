@@ -111,8 +111,8 @@ A call that raised prints the traceback and exits 1.
 	fl.StringVar(&ctxID, "context", "", "the context to run in (default: the session's first live one of the language)")
 	fl.BoolVar(&fresh, "new", false, "run in a new context")
 	cmd.MarkFlagsMutuallyExclusive("context", "new")
-	fl.StringVar(&language, "language", "python", "the context's language: python or javascript")
-	fl.DurationVar(&timeout, "timeout", 0, "interrupt the call after this long (default and most: the session's wall limit)")
+	languageVar(fl, &language, "python", "the context's language: python or javascript")
+	durationVar(fl, &timeout, "timeout", 0, "interrupt the call after this long (default and most: the session's wall limit)")
 	return cmd
 }
 
@@ -138,8 +138,9 @@ func newSessionContextCmd(f *sessionFlags) *cobra.Command {
 		Short: "List, reset or delete a session's interpreter contexts",
 	}
 	list := &cobra.Command{
-		Use:  "list SESSION",
-		Args: cobra.ExactArgs(1),
+		Use:   "list SESSION",
+		Short: "List a session's contexts: id, language, calls, age, and why one was lost",
+		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := f.client()
 			if err != nil {

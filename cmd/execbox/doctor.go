@@ -28,7 +28,7 @@ func newDoctorCmd(g *globals) *cobra.Command {
 		Long: `doctor really starts a sandbox on every backend and reports, for each,
 whether it is available and ready (and why not), its isolation level and how
 it enforces each limit; then what the configured backend resolves to.
-It exits 1 when nothing can run. With --remote it shows the report of a
+It exits 1 when nothing can run. With --server it shows the report of a
 running execbox serve instead (GET /v1/health), its warm pools' live
 counters included.`,
 		Args: cobra.NoArgs,
@@ -55,13 +55,25 @@ counters included.`,
 				return err
 			}
 			defer e.Close()
-			e.ProbeAll(cmd.Context()) // fresh answers, never the cache's
+			// Fresh answers, never the cache's; each said on stderr as it
+			// comes in, since a VM's boot under emulation takes seconds.
+			fmt.Fprintln(os.Stderr, "execbox: probing every backend side by side…")
+			e.ProbeAll(cmd.Context(), func(name string, h sandbox.Health, took time.Duration) {
+				state := "unavailable"
+				switch {
+				case h.Ready:
+					state = "ready"
+				case h.Available:
+					state = "available, not ready"
+				}
+				fmt.Fprintf(os.Stderr, "execbox:   %-10s %-20s %6.1f s\n", name, state, took.Seconds())
+			})
 			// The same shape as GET /v1/health.
 			return printHealth(server.HealthToWire(e.Report(cmd.Context())), asJSON)
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
-	cmd.Flags().StringVar(&remote, "remote", "", "show the report of the execbox server at this URL (token from EXECBOX_TOKEN)")
+	cmd.Flags().StringVar(&remote, "server", "", "show the report of the execbox server at this URL (token from EXECBOX_TOKEN; --remote is the same flag)")
 	return cmd
 }
 

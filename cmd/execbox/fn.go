@@ -3,10 +3,12 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -78,7 +80,7 @@ answer.`,
 	fl.StringVar(&codeFile, "code-file", "", "read the code from this file instead of a request on stdin")
 	fl.StringVar(&params, "params", "{}", "with --code-file: the params as a JSON object")
 	fl.StringVar(&entry, "entrypoint", "", "with --code-file: the function to call (default: the last top-level one)")
-	fl.StringVar(&lang, "language", "", "with --code-file: python or javascript (default: by file extension)")
+	languageVar(fl, &lang, "", "with --code-file: python or javascript (default: by file extension)")
 	fl.StringVar(&timeout, "timeout", "", "with --code-file: the timeout, 1s–60s")
 	fl.StringVar(&backend, "backend", "", "backend to run on")
 	fl.StringVar(&tier, "tier", "", "isolation tier: strict, standard or fast")
@@ -114,6 +116,10 @@ func requestFromFlags(what, codeFile, params, entry, lang, timeout string) (*fun
 	}
 	if err != nil && len(code) == 0 {
 		return nil, sandbox.Errorf(sandbox.ErrInvalid, function.CodeInvalidCode, "%s: %w", what, err)
+	}
+	var p any
+	if err := json.Unmarshal([]byte(params), &p); err != nil {
+		return nil, sandbox.Errorf(sandbox.ErrInvalid, function.CodeInvalidRequest, "--params %.40q is not valid JSON: %s", params, jsonProblem(params, err))
 	}
 	doc := map[string]any{"code": string(code), "params": json.RawMessage(params), "entrypoint": entry}
 	if lang == "" {
@@ -184,6 +190,19 @@ It exits 1 when there is a diagnostic.`,
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the diagnostics as a JSON array")
-	cmd.Flags().StringVar(&lang, "language", "", "python or javascript (default: by file extension)")
+	languageVar(cmd.Flags(), &lang, "", "python or javascript (default: by file extension)")
 	return cmd
+}
+
+// jsonProblem says what is wrong with doc, and where, in JSON's words
+// rather than those of the Go type that would have held it.
+func jsonProblem(doc string, err error) string {
+	var se *json.SyntaxError
+	switch {
+	case strings.TrimSpace(doc) == "":
+		return "empty (give {} for no params)"
+	case errors.As(err, &se):
+		return fmt.Sprintf("%s (at byte %d)", se.Error(), se.Offset)
+	}
+	return err.Error()
 }

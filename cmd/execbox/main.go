@@ -71,7 +71,11 @@ func newRoot() *cobra.Command {
 	root.AddCommand(newRunCmd(g), newFnCmd(g), newLintCmd(g), newDoctorCmd(g), newConfigCmd(g), newImageCmd(g), newVersionCmd(), newServeCmd(g), newAuditCmd(g), newMCPCmd(g), newSessionCmd(g), newApprovalCmd(g), newToolCmd(g), newBenchCmd(g))
 	// Added here rather than by Execute, so that strict sees it too.
 	root.InitDefaultCompletionCmd()
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
+	root.SetGlobalNormalizationFunc(normalizeFlag)
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		if c.Name() == "run" && (strings.Contains(err.Error(), "shorthand flag: 't'") || strings.Contains(err.Error(), "flag: --tty")) {
+			return sandbox.Errorf(sandbox.ErrInvalid, "flag_invalid", "%w\nexecbox run gives the program no terminal: for an interactive shell, `execbox session create`, then `execbox session attach SESSION`", err)
+		}
 		return sandbox.Errorf(sandbox.ErrInvalid, "flag_invalid", "%w", err)
 	})
 	strict(root)

@@ -20,13 +20,13 @@ import (
 	"github.com/execbox/execbox/sandbox"
 )
 
-// maxRemoteStdin bounds what `run --remote` reads from stdin: it travels
+// maxRemoteStdin bounds what `run --server` reads from stdin: it travels
 // in the request body, which the server bounds too (server.max_body).
 const maxRemoteStdin = 16 * sandbox.MiB
 
-// addRemoteFlag adds --remote to a command's flags.
+// addRemoteFlag adds --server (also read as --remote) to a command's flags.
 func addRemoteFlag(fl *pflag.FlagSet, dst *string) {
-	fl.StringVar(dst, "remote", "", "run on the execbox server at this URL, e.g. http://127.0.0.1:8080 (token from EXECBOX_TOKEN)")
+	fl.StringVar(dst, "server", "", "run on the execbox server at this URL, e.g. http://127.0.0.1:8080 (token from EXECBOX_TOKEN; --remote is the same flag)")
 }
 
 // remoteClient is a client for url, authenticated with EXECBOX_TOKEN.
@@ -95,7 +95,7 @@ func (f *runFlags) remoteRequest(args []string) (*v1.RunRequest, error) {
 			return nil, sandbox.Errorf(sandbox.ErrInvalid, "stdin_invalid", "reading stdin: %w", err)
 		}
 		if len(in) > maxRemoteStdin {
-			return nil, sandbox.Errorf(sandbox.ErrLimit, "input_too_large", "stdin exceeds %d MiB, the most --remote sends", maxRemoteStdin/sandbox.MiB)
+			return nil, sandbox.Errorf(sandbox.ErrLimit, "input_too_large", "stdin exceeds %d MiB, the most --server sends", maxRemoteStdin/sandbox.MiB)
 		}
 		if utf8.Valid(in) {
 			req.Stdin = string(in)

@@ -94,7 +94,7 @@ a limit flag given must be above zero.`,
 	fl.StringArrayVar(&f.files, "file", nil, "copy a host file or directory in: HOST_PATH[:SANDBOX_PATH], SANDBOX_PATH relative to or inside /work (repeatable)")
 	fl.StringVarP(&f.workdir, "workdir", "w", "", "working directory, relative to or inside /work")
 	fl.StringVarP(&f.code, "code", "c", "", "run this code instead of a command (see --language)")
-	fl.StringVar(&f.language, "language", "python", "the language of -c: python, javascript, sh or bash")
+	languageVar(fl, &f.language, "python", "the language of -c: python, javascript, sh or bash")
 	fl.BoolVar(&f.rm, "rm", true, "remove the sandbox afterwards (always: a run's sandbox never outlives it)")
 	fl.StringVar(&f.artifacts, "artifacts", "", "write the files the program created or changed into this directory")
 	fl.BoolVar(&f.jsonOut, "json", false, "print the whole result as JSON instead of streaming the output")
@@ -266,7 +266,7 @@ func (f *runFlags) limits(l *sandbox.Limits) error {
 			return bad(flag, "%v", err)
 		}
 		if n <= 0 {
-			return bad(flag, "%s is no limit; leave the flag out for the configured default", v)
+			return bad(flag, "%s: must be more than 0 (every run has a limit; leave the flag out for the configured default)", v)
 		}
 		*dst = n
 		return nil
@@ -283,13 +283,13 @@ func (f *runFlags) limits(l *sandbox.Limits) error {
 			return bad("timeout", "%v", err)
 		}
 		if d <= 0 {
-			return bad("timeout", "%s is no limit; leave the flag out for the configured default", f.timeout)
+			return bad("timeout", "%s: must be more than 0 (every run has a limit; leave the flag out for the configured default)", f.timeout)
 		}
 		l.Wall = d
 	}
 	if f.set("cpus") {
 		if f.cpus <= 0 || math.IsNaN(f.cpus) {
-			return bad("cpus", "%v is no quota; leave the flag out for the configured default", f.cpus)
+			return bad("cpus", "%v: must be more than 0 (leave the flag out for the configured default)", f.cpus)
 		}
 		if n := runtime.NumCPU(); f.cpus > float64(n) {
 			return bad("cpus", "%v is more than this host's %d CPUs", f.cpus, n)
@@ -298,7 +298,7 @@ func (f *runFlags) limits(l *sandbox.Limits) error {
 	}
 	if f.set("pids") {
 		if f.pids <= 0 {
-			return bad("pids", "%d is no limit; leave the flag out for the configured default", f.pids)
+			return bad("pids", "%d: must be more than 0 (every run has a limit; leave the flag out for the configured default)", f.pids)
 		}
 		l.Pids = f.pids
 	}

@@ -140,8 +140,8 @@ func newSessionCreateCmd(f *sessionFlags) *cobra.Command {
 	fl.StringVar(&req.Backend, "backend", "", "where it runs: a backend name (default: the server's choice)")
 	fl.StringVar(&req.Tier, "tier", "", "strict, standard or fast")
 	fl.StringVar(&req.MinIsolation, "min-isolation", "", "process, kernel or vm")
-	fl.DurationVar(&ttl, "ttl", 0, "its lifetime (default: the server's, 30m)")
-	fl.DurationVar(&idle, "idle-timeout", 0, "how long it may go unused (default: the server's, 10m)")
+	durationVar(fl, &ttl, "ttl", 0, "its lifetime, e.g. 90 (seconds) or 2h (default: the server's, 30m)")
+	durationVar(fl, &idle, "idle-timeout", 0, "how long it may go unused (default: the server's, 10m)")
 	fl.StringArrayVar(&labels, "label", nil, "a label key=value (repeatable)")
 	fl.StringVar(&memory, "memory", "", "its memory limit, e.g. 512m")
 	return cmd
@@ -250,9 +250,9 @@ the command, as with run; -i passes a terminal's too.
 	fl := cmd.Flags()
 	fl.SetInterspersed(false) // flags end at the command, as with docker exec
 	fl.StringVarP(&req.Code, "code", "c", "", "run this code instead of a command")
-	fl.StringVar(&req.Language, "language", "", "the code's language: python (default), javascript, sh, bash")
+	languageVar(fl, &req.Language, "", "the code's language: python (default), javascript, sh, bash")
 	fl.StringVar(&req.Dir, "workdir", "", "the working directory, relative to the work dir")
-	fl.DurationVar(&timeout, "timeout", 0, "shorten the session's wall-clock limit for this command")
+	durationVar(fl, &timeout, "timeout", 0, "shorten the session's wall-clock limit for this command")
 	fl.BoolVarP(&stdin, "interactive", "i", false, "pass execbox's stdin to the command even when it is a terminal (piped stdin always is)")
 	return cmd
 }

@@ -35,10 +35,10 @@ write_file and http_fetch; the modules of tools.dirs override them by name
 
 Arguments are checked against the tool's schema before anything runs. A
 tool's result is printed as JSON; a tool that failed prints its error and
-exits 1. With --remote the server at that URL runs it (token from
+exits 1. With --server the server at that URL runs it (token from
 EXECBOX_TOKEN).`,
 	}
-	cmd.PersistentFlags().StringVar(&remote, "remote", "", "use the execbox server at this URL (token from EXECBOX_TOKEN)")
+	cmd.PersistentFlags().StringVar(&remote, "server", "", "use the execbox server at this URL (token from EXECBOX_TOKEN; --remote is the same flag)")
 	cmd.PersistentFlags().BoolVar(&asJSON, "json", false, "print the whole answer as JSON")
 	list := &cobra.Command{
 		Use:   "list",
@@ -138,7 +138,7 @@ func newToolRunCmd(g *globals, remote *string, asJSON *bool) *cobra.Command {
 	fl := cmd.Flags()
 	fl.StringVar(&args, "args", "{}", "the arguments, a JSON object")
 	fl.StringArrayVar(&files, "file", nil, "copy a host file into the work dir, under its base name (repeatable)")
-	fl.DurationVar(&timeout, "timeout", 0, "time limit (default tools.timeout)")
+	durationVar(fl, &timeout, "timeout", 0, "time limit (default tools.timeout)")
 	fl.StringVar(&network, "network", "none", "network: none or host (http_fetch needs host)")
 	fl.StringVar(&sel.Backend, "backend", "", "backend to use (default: the configured one, auto)")
 	fl.StringVar(&sel.Tier, "tier", "", "isolation tier: strict, standard or fast")

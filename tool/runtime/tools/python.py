@@ -9,8 +9,8 @@ import linecache
 SPEC = {
     "name": "python",
     "description": "Run Python code in a fresh interpreter, REPL-style: the value of the last "
-                   "expression is returned (as JSON when it is serialisable, else its repr), with "
-                   "what the code printed. Nothing is kept between calls.",
+                   "expression is returned as value (when JSON can hold it), repr (its printed form) "
+                   "and type, with what the code printed. Nothing is kept between calls.",
     "parameters": {
         "type": "object",
         "properties": {"code": {"type": "string", "description": "Python source to run", "maxLength": 262144}},
@@ -58,14 +58,13 @@ def execute(args, ctx):
     with contextlib.redirect_stdout(out):
         exec(compile(tree, FILENAME, "exec"), namespace)
         value = eval(compile(last, FILENAME, "eval"), namespace) if last is not None else None
-    result = {"value": None, "repr": False, "type": type(value).__name__,
+    # The shape of a context call's value (agent/runtime/kernel.py): value
+    # only when JSON can hold it, repr and type always.
+    result = {"repr": repr(value)[:MAX_VALUE], "type": type(value).__name__,
               "stdout": out.text(), "stdout_truncated": out.truncated}
     try:
-        text = json.dumps(value, allow_nan=False)
-        if len(text) > MAX_VALUE:
-            raise ValueError("too large")
-        result["value"] = value
+        if len(json.dumps(value, allow_nan=False)) <= MAX_VALUE:
+            result["value"] = value
     except (TypeError, ValueError, RecursionError):
-        r = repr(value)
-        result["value"], result["repr"] = r[:MAX_VALUE], True
+        pass
     return result
