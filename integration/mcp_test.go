@@ -209,6 +209,15 @@ func checkMCPTools(t *testing.T, cs *mcp.ClientSession) {
 		if tool.InputSchema == nil || tool.Description == "" {
 			t.Errorf("tool %s lacks a schema or a description", tool.Name)
 		}
+		// The backend field names every backend of the binary.
+		b, _ := json.Marshal(tool.InputSchema)
+		var in struct {
+			Properties map[string]struct{ Description string } `json:"properties"`
+		}
+		json.Unmarshal(b, &in)
+		if p, ok := in.Properties["backend"]; ok && !strings.Contains(p.Description, "bwrap, docker, gvisor, kubernetes, local, microvm, native") {
+			t.Errorf("%s.backend: %q does not name every backend", tool.Name, p.Description)
+		}
 	}
 	slices.Sort(names)
 	if want := []string{"execute_function", "lint", "list_tools", "run_code", "run_command", "run_tool", "session_close", "session_exec",

@@ -45,13 +45,13 @@ func New(o Options) *mcp.Server {
 			"session_run_code to keep Python or JavaScript state across calls like a notebook; " +
 			"list_tools and run_tool for the server's tools (python, read_file, write_file, http_fetch and its configured ones).",
 	})
-	mcp.AddTool(s, &mcp.Tool{Name: "run_command", Description: "Run a program (argv, no shell) in a fresh sandbox: " +
+	addTool(s, "RunRequest", &mcp.Tool{Name: "run_command", Description: "Run a program (argv, no shell) in a fresh sandbox: " +
 		"no network, a read-only root, the work dir /work. Returns its exit code, the reason it ended and its output."}, t.runCommand)
-	mcp.AddTool(s, &mcp.Tool{Name: "run_code", Description: "Run source code (python, javascript, sh or bash) in a fresh sandbox. " +
+	addTool(s, "RunRequest", &mcp.Tool{Name: "run_code", Description: "Run source code (python, javascript, sh or bash) in a fresh sandbox. " +
 		"Returns its exit code, the reason it ended and its output."}, t.runCode)
-	mcp.AddTool(s, &mcp.Tool{Name: "execute_function", Description: "Call a function in a fresh sandbox: code defining it, " +
+	addTool(s, "FunctionRequest", &mcp.Tool{Name: "execute_function", Description: "Call a function in a fresh sandbox: code defining it, " +
 		"params as a JSON object of its arguments. Returns the function's return value (data) or its error with code and traceback, and what it printed."}, t.executeFunction)
-	mcp.AddTool(s, &mcp.Tool{Name: "lint", Description: "Check code (python or javascript) for syntax errors without running it. " +
+	addTool(s, "FunctionRequest", &mcp.Tool{Name: "lint", Description: "Check code (python or javascript) for syntax errors without running it. " +
 		"Returns diagnostics with 1-based lines and 0-based columns; none means valid."}, t.lint)
 	addSessionTools(s, t)
 	addToolTools(s, t)
@@ -85,7 +85,7 @@ func HTTPHandler(s *mcp.Server) http.Handler {
 
 // Selection says where a call may run.
 type Selection struct {
-	Backend      string `json:"backend,omitempty" jsonschema:"a backend by name (native, bwrap, gvisor, docker); empty lets execbox choose"`
+	Backend      string `json:"backend,omitempty" jsonschema:"a backend by name; empty lets execbox choose"`
 	Tier         string `json:"tier,omitempty" jsonschema:"fast, standard or strict; empty is the server's default"`
 	MinIsolation string `json:"min_isolation,omitempty" jsonschema:"the weakest isolation accepted: process, kernel or vm"`
 }

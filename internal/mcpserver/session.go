@@ -20,13 +20,13 @@ type SessionOpenInput struct {
 	IdleTimeout float64           `json:"idle_timeout,omitempty" jsonschema:"seconds the session may go unused before it is closed; 0 is the server's default (10 min)"`
 	TTL         float64           `json:"ttl,omitempty" jsonschema:"the session's lifetime in seconds; 0 is the server's default (30 min)"`
 	Files       map[string]string `json:"files,omitempty" jsonschema:"files written into the work dir first: relative path to text content"`
-	Labels      map[string]string `json:"labels,omitempty"`
+	Labels      map[string]string `json:"labels,omitempty" jsonschema:"labels to find the session by (key to value), shown when sessions are listed"`
 	Selection
 }
 
 // SessionOutput describes an open session.
 type SessionOutput struct {
-	SessionID string    `json:"session_id"`
+	SessionID string    `json:"session_id" jsonschema:"the session's id, for the other session tools"`
 	Backend   string    `json:"backend"`
 	Isolation string    `json:"isolation"`
 	Expires   time.Time `json:"expires" jsonschema:"when the session ends whatever it does"`
@@ -34,18 +34,18 @@ type SessionOutput struct {
 
 // SessionExecInput is session_exec's input.
 type SessionExecInput struct {
-	SessionID string   `json:"session_id"`
+	SessionID string   `json:"session_id" jsonschema:"the session, as session_open answered"`
 	Command   []string `json:"command,omitempty" jsonschema:"the program and its arguments (argv, no shell); give command or code"`
 	Code      string   `json:"code,omitempty" jsonschema:"source run with the language's interpreter"`
 	Language  string   `json:"language,omitempty" jsonschema:"python (default), javascript, sh or bash"`
-	Stdin     string   `json:"stdin,omitempty"`
+	Stdin     string   `json:"stdin,omitempty" jsonschema:"text fed to the program's stdin"`
 	Dir       string   `json:"dir,omitempty" jsonschema:"the working directory, relative to the work dir"`
 	Timeout   float64  `json:"timeout,omitempty" jsonschema:"wall-clock limit in seconds; 0 is the session's"`
 }
 
 // SessionCodeInput is session_run_code's input.
 type SessionCodeInput struct {
-	SessionID string  `json:"session_id"`
+	SessionID string  `json:"session_id" jsonschema:"the session, as session_open answered"`
 	Code      string  `json:"code" jsonschema:"code to run; the value of its last expression is returned"`
 	Language  string  `json:"language,omitempty" jsonschema:"python (default) or javascript"`
 	ContextID string  `json:"context_id,omitempty" jsonschema:"the context to run in; empty is the session's first live context of the language (made if there is none)"`
@@ -70,25 +70,25 @@ type CodeOutput struct {
 
 // SessionIDInput names a session.
 type SessionIDInput struct {
-	SessionID string `json:"session_id"`
+	SessionID string `json:"session_id" jsonschema:"the session, as session_open answered"`
 }
 
 // SessionFileInput names a file of a session.
 type SessionFileInput struct {
-	SessionID string `json:"session_id"`
+	SessionID string `json:"session_id" jsonschema:"the session, as session_open answered"`
 	Path      string `json:"path" jsonschema:"relative to the work dir"`
 }
 
 // SessionWriteInput is session_write_file's input.
 type SessionWriteInput struct {
-	SessionID string `json:"session_id"`
+	SessionID string `json:"session_id" jsonschema:"the session, as session_open answered"`
 	Path      string `json:"path" jsonschema:"relative to the work dir; missing directories are created"`
 	Content   string `json:"content" jsonschema:"the file's text"`
 }
 
 // SessionListInput is session_list_files' input.
 type SessionListInput struct {
-	SessionID string `json:"session_id"`
+	SessionID string `json:"session_id" jsonschema:"the session, as session_open answered"`
 	Dir       string `json:"dir,omitempty" jsonschema:"relative to the work dir; empty is the work dir"`
 }
 
@@ -114,17 +114,17 @@ type ClosedOutput struct {
 }
 
 func addSessionTools(s *mcp.Server, t *tools) {
-	mcp.AddTool(s, &mcp.Tool{Name: "session_open", Description: "Open a session: a sandbox that keeps its files across session_exec calls " +
+	addTool(s, "SessionRequest", &mcp.Tool{Name: "session_open", Description: "Open a session: a sandbox that keeps its files across session_exec calls " +
 		"(no network, a read-only root, the work dir /work). It closes after idle_timeout unused, at its ttl, or with session_close."}, t.sessionOpen)
-	mcp.AddTool(s, &mcp.Tool{Name: "session_exec", Description: "Run a program or code in an open session's work dir; " +
+	addTool(s, "SessionExec", &mcp.Tool{Name: "session_exec", Description: "Run a program or code in an open session's work dir; " +
 		"files written by earlier calls are there. Returns its exit code, the reason it ended and its output."}, t.sessionExec)
-	mcp.AddTool(s, &mcp.Tool{Name: "session_run_code", Description: "Run Python (or JavaScript) in an interpreter context of a session, " +
+	addTool(s, "ContextRequest", &mcp.Tool{Name: "session_run_code", Description: "Run Python (or JavaScript) in an interpreter context of a session, " +
 		"like a notebook cell: variables, imports and definitions stay for the next call. Returns the last expression's value, " +
 		"what the code printed, and the error with its traceback if it raised."}, t.sessionRunCode)
-	mcp.AddTool(s, &mcp.Tool{Name: "session_write_file", Description: "Write a text file into a session's work dir."}, t.sessionWrite)
-	mcp.AddTool(s, &mcp.Tool{Name: "session_read_file", Description: "Read a text file of a session's work dir (its first 32 KiB)."}, t.sessionRead)
-	mcp.AddTool(s, &mcp.Tool{Name: "session_list_files", Description: "List a directory of a session's work dir."}, t.sessionList)
-	mcp.AddTool(s, &mcp.Tool{Name: "session_close", Description: "Close a session: its processes end and its files are gone."}, t.sessionClose)
+	addTool(s, "FileInfo", &mcp.Tool{Name: "session_write_file", Description: "Write a text file into a session's work dir."}, t.sessionWrite)
+	addTool(s, "FileInfo", &mcp.Tool{Name: "session_read_file", Description: "Read a text file of a session's work dir (its first 32 KiB)."}, t.sessionRead)
+	addTool(s, "FileList", &mcp.Tool{Name: "session_list_files", Description: "List a directory of a session's work dir."}, t.sessionList)
+	addTool(s, "Session", &mcp.Tool{Name: "session_close", Description: "Close a session: its processes end and its files are gone."}, t.sessionClose)
 }
 
 func (t *tools) sessionOpen(ctx context.Context, req *mcp.CallToolRequest, in SessionOpenInput) (*mcp.CallToolResult, SessionOutput, error) {

@@ -35,9 +35,9 @@ type RunToolOutput struct {
 }
 
 func addToolTools(s *mcp.Server, t *tools) {
-	mcp.AddTool(s, &mcp.Tool{Name: "list_tools", Description: "List the execbox tools run_tool can run: name, description, " +
+	addTool(s, "ToolRunRequest", &mcp.Tool{Name: "list_tools", Description: "List the execbox tools run_tool can run: name, description, " +
 		"the JSON Schema of the arguments and where the tool comes from."}, t.listTools)
-	mcp.AddTool(s, &mcp.Tool{Name: "run_tool", Description: "Run an execbox tool (see list_tools) with JSON arguments in a fresh sandbox. " +
+	addTool(s, "ToolRunRequest", &mcp.Tool{Name: "run_tool", Description: "Run an execbox tool (see list_tools) with JSON arguments in a fresh sandbox. " +
 		"Returns its result, or its error with code and traceback, and what it printed."}, t.runTool)
 }
 
