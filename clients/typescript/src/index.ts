@@ -20,6 +20,12 @@ export type Tools = components["schemas"]["Tools"];
 export type ToolRunRequest = components["schemas"]["ToolRunRequest"];
 export type ToolResult = components["schemas"]["ToolResult"];
 export type Approval = components["schemas"]["Approval"];
+export type Context = components["schemas"]["Context"];
+export type TerminalRequest = components["schemas"]["TerminalRequest"];
+export type Terminal = components["schemas"]["Terminal"];
+export type TerminalExit = components["schemas"]["TerminalExit"];
+/** How a call in an interpreter context ended, with the context it ran in. */
+export type CodeResult = components["schemas"]["CodeResult"] & { context: string };
 
 /** A failure the server (or the way to it) reported, with its stable code. */
 export class ExecboxError extends Error {
@@ -44,11 +50,30 @@ export class ExecboxError extends Error {
   }
 }
 
-/** One event of a streamed run: output chunks, then one result. */
+/** One event of a streamed run: output chunks (data; text decodes it as
+ * UTF-8), then one result. */
 export type StreamEvent =
-  | { type: "stdout"; data: Uint8Array }
-  | { type: "stderr"; data: Uint8Array }
+  | { type: "stdout"; data: Uint8Array; readonly text: string }
+  | { type: "stderr"; data: Uint8Array; readonly text: string }
   | { type: "result"; result: RunResult };
+
+/** One event of a terminal's output: what it shows (data, text; dropped
+ * says how many bytes were lost before it while nobody read), then exit. */
+export type TerminalEvent =
+  | { type: "output"; data: Uint8Array; dropped: number; readonly text: string }
+  | { type: "exit"; exit: TerminalExit };
+
+/** A chunk of bytes that decodes itself as UTF-8 on demand. */
+function chunk<T extends object>(ev: T & { data: Uint8Array }): T & { data: Uint8Array; readonly text: string } {
+  return Object.defineProperty(ev, "text", { get: () => new TextDecoder().decode(ev.data), enumerable: true }) as T & {
+    data: Uint8Array;
+    readonly text: string;
+  };
+}
+
+function fromBase64(b64: string): Uint8Array {
+  return Uint8Array.from(atob(b64), (c) => c.charCodeAt(0));
+}
 
 export interface ClientOptions {
   token?: string;
@@ -104,8 +129,8 @@ export class Client {
         if (!line) continue;
         const ev = JSON.parse(line);
         if (ev.type === "stdout" || ev.type === "stderr") {
-          const data = ev.data_base64 ? Uint8Array.from(atob(ev.data_base64), (c) => c.charCodeAt(0)) : new TextEncoder().encode(ev.data ?? "");
-          yield ev.type === "stdout" ? { type: "stdout", data } : { type: "stderr", data };
+          const data = ev.data_base64 ? fromBase64(ev.data_base64) : new TextEncoder().encode(ev.data ?? "");
+          yield ev.type === "stdout" ? chunk({ type: "stdout" as const, data }) : chunk({ type: "stderr" as const, data });
         } else if (ev.type === "result") {
           yield { type: "result", result: ev.result as RunResult };
           return;
@@ -179,8 +204,8 @@ export class Client {
   }
 
   /** @internal The transport, for Session. */
-  request(method: string, path: string, body: unknown, accept = "application/json", raw?: BodyInit, rawType?: string): Promise<Response> {
-    return this.send(method, path, body, undefined, accept, undefined, raw, rawType);
+  request(method: string, path: string, body: unknown, accept = "application/json", raw?: BodyInit, rawType?: string, signal?: AbortSignal): Promise<Response> {
+    return this.send(method, path, body, undefined, accept, signal, raw, rawType);
   }
 
   /** The selection report: each backend, ready or why not, what auto picks. */
@@ -343,6 +368,131 @@ export class Session {
   async mkdir(path: string): Promise<FileInfo> {
     const resp = await this.c.request("POST", this.path("mkdir", path), undefined);
     return (await resp.json()) as FileInfo;
+  }
+
+  private contextPath(id: string): string {
+    return `/v1/sessions/${encodeURIComponent(this.id)}/contexts/${encodeURIComponent(id)}`;
+  }
+
+  private terminalPath(id: string): string {
+    return `/v1/sessions/${encodeURIComponent(this.id)}/terminals/${encodeURIComponent(id)}`;
+  }
+
+  private readonly defaultContexts = new Map<string, string>(); // language -> runCode's context
+
+  /** Runs code in an interpreter context of the session, like a notebook
+   * cell: variables, imports and definitions stay for the next call.
+   * Without opts.context, this Session's context of the language is used
+   * (made the first time). Code that raised is a result with ok false and
+   * error, not an exception; at the timeout (seconds) the call is
+   * interrupted and the context keeps its state. */
+  async runCode(code: string, opts: { context?: string; language?: string; timeout?: number } = {}): Promise<CodeResult> {
+    const language = opts.language ?? "python";
+    let context = opts.context ?? this.defaultContexts.get(language);
+    if (context === undefined) {
+      context = (await this.createContext(language)).id;
+      this.defaultContexts.set(language, context);
+    }
+    const body: Record<string, unknown> = { code };
+    if (opts.timeout) body.timeout = opts.timeout;
+    const resp = await this.c.request("POST", this.contextPath(context) + "/run", body);
+    const out = { ...((await resp.json()) as components["schemas"]["CodeResult"]), context };
+    if (out.lost && this.defaultContexts.get(language) === context) this.defaultContexts.delete(language); // the next call makes a new one
+    return out;
+  }
+
+  /** Starts an interpreter context (python or javascript). */
+  async createContext(language = "python"): Promise<Context> {
+    const resp = await this.c.request("POST", `/v1/sessions/${encodeURIComponent(this.id)}/contexts`, { language });
+    return (await resp.json()) as Context;
+  }
+
+  /** The session's contexts, oldest first (a lost one says why). */
+  async contexts(): Promise<Context[]> {
+    const resp = await this.c.request("GET", `/v1/sessions/${encodeURIComponent(this.id)}/contexts`, undefined);
+    return ((await resp.json()) as components["schemas"]["Contexts"]).contexts;
+  }
+
+  /** Starts a context afresh under the same id: its state is gone. */
+  async resetContext(id: string): Promise<Context> {
+    const resp = await this.c.request("POST", this.contextPath(id) + "/reset", undefined);
+    return (await resp.json()) as Context;
+  }
+
+  /** Ends a context (runCode then makes a new one for its language). */
+  async deleteContext(id: string): Promise<void> {
+    await this.c.request("DELETE", this.contextPath(id), undefined);
+    for (const [lang, c] of this.defaultContexts) if (c === id) this.defaultContexts.delete(lang);
+  }
+
+  /** Runs a program (default /bin/sh) on a new terminal, a PTY in the sandbox. */
+  async openTerminal(req: TerminalRequest = {}): Promise<Terminal> {
+    const resp = await this.c.request("POST", `/v1/sessions/${encodeURIComponent(this.id)}/terminals`, req);
+    return (await resp.json()) as Terminal;
+  }
+
+  /** The session's terminals, oldest first. */
+  async terminals(): Promise<Terminal[]> {
+    const resp = await this.c.request("GET", `/v1/sessions/${encodeURIComponent(this.id)}/terminals`, undefined);
+    return ((await resp.json()) as components["schemas"]["Terminals"]).terminals;
+  }
+
+  /** A terminal, and how its program ended (exit, once it has). */
+  async terminal(id: string): Promise<Terminal> {
+    const resp = await this.c.request("GET", this.terminalPath(id), undefined);
+    return (await resp.json()) as Terminal;
+  }
+
+  /** Types data (at most 64 KiB) into the terminal. */
+  async terminalInput(id: string, data: string | Uint8Array): Promise<void> {
+    await this.c.request("POST", this.terminalPath(id) + "/input", undefined, "application/json", data as BodyInit);
+  }
+
+  /** Sets the terminal's size. */
+  async resizeTerminal(id: string, rows: number, cols: number): Promise<void> {
+    await this.c.request("POST", this.terminalPath(id) + "/resize", { rows, cols });
+  }
+
+  /** Kills the terminal's program and everything it started. */
+  async closeTerminal(id: string): Promise<void> {
+    await this.c.request("DELETE", this.terminalPath(id), undefined);
+  }
+
+  /** What the terminal shows, as it comes (one reader at a time), then
+   * how its program ended; ends early when signal aborts. */
+  async *terminalOutput(id: string, opts: { signal?: AbortSignal } = {}): AsyncGenerator<TerminalEvent> {
+    const resp = await this.c.request("GET", this.terminalPath(id) + "/output", undefined, "text/event-stream", undefined, undefined, opts.signal);
+    if (!resp.body) throw new ExecboxError("stream_failed", "the server sent no body");
+    const reader = resp.body.getReader();
+    const dec = new TextDecoder();
+    let buf = "";
+    let event = "";
+    try {
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (value) buf += dec.decode(value, { stream: true });
+        let nl: number;
+        while ((nl = buf.indexOf("\n")) >= 0) {
+          const line = buf.slice(0, nl);
+          buf = buf.slice(nl + 1);
+          if (line.startsWith("event: ")) event = line.slice(7);
+          if (!line.startsWith("data: ")) continue;
+          const d = JSON.parse(line.slice(6));
+          if (event === "output") {
+            yield chunk({ type: "output" as const, data: fromBase64(d.data ?? ""), dropped: d.dropped ?? 0 });
+          } else if (event === "exit") {
+            yield { type: "exit", exit: d as TerminalExit };
+            return;
+          }
+        }
+        if (done) break;
+      }
+    } catch (e) {
+      if (opts.signal?.aborted) return;
+      throw e;
+    }
+    if (opts.signal?.aborted) return;
+    throw new ExecboxError("stream_ended", "the terminal's output stream ended before its program");
   }
 
   /** Closes the session; closing a closed one succeeds. */

@@ -1065,9 +1065,9 @@ export interface components {
             scope?: string;
         };
         Usage: {
-            wall_ns?: number;
-            cpu_ns?: number;
-            peak_memory_bytes?: number;
+            wall_ns: number;
+            cpu_ns: number;
+            peak_memory_bytes: number;
         };
         Artifact: {
             path?: string;
@@ -1093,7 +1093,7 @@ export interface components {
             stderr: string;
             stdout_truncated?: boolean;
             stderr_truncated?: boolean;
-            usage?: components["schemas"]["Usage"];
+            usage: components["schemas"]["Usage"];
             artifacts?: components["schemas"]["Artifact"][];
             skipped?: components["schemas"]["Skipped"][];
             enforcement?: {

@@ -11,7 +11,7 @@ import { createInterface } from "node:readline";
 
 import { createConfig, lintFromString } from "@redocly/openapi-core";
 
-import { Client, ExecboxError } from "../src/index.js";
+import { Client, ExecboxError, type TerminalExit } from "../src/index.js";
 
 const TOKEN = "ts-client-secret";
 // dist/test, this compiled test's own directory (import.meta.dirname would need Node 20.11).
@@ -209,4 +209,61 @@ test("a session keeps its files across execs", async () => {
   }
   await s.close(); // closing a closed session succeeds
   await assert.rejects(s.exec({ command: ["true"] }), (e: ExecboxError) => e.code === "session_closed" && e.status === 404);
+});
+
+test("contexts keep state, terminals run programs (the Python client's surface)", async () => {
+  const s = await c().createSession({ idle_timeout: 120 });
+  try {
+    await s.runCode("import math\nr = 2\ndef area(x):\n    return math.pi * x * x");
+    const out = await s.runCode("print('hi')\n{'a': round(area(r), 2)}");
+    assert.ok(out.ok);
+    assert.deepEqual(out.value, { a: 12.57 });
+    assert.equal(out.stdout, "hi\n");
+    assert.equal(out.type, "dict");
+    const err = await s.runCode("1/0");
+    assert.equal(err.ok, false);
+    assert.equal(err.error?.type, "ZeroDivisionError");
+    assert.equal(err.context, out.context);
+    const loop = await s.runCode("while True:\n    r += 0", { timeout: 1 });
+    assert.ok(loop.interrupted);
+    assert.equal((await s.runCode("r")).value, 2);
+    const js = await s.runCode("let n = 6; n * 7", { language: "javascript" });
+    assert.equal(js.value, 42);
+    assert.notEqual(js.context, out.context);
+    assert.deepEqual((await s.contexts()).map((x) => x.id), [out.context, js.context]);
+    await s.resetContext(out.context);
+    assert.equal((await s.runCode("'r' in dir()")).value, false);
+    await s.deleteContext(out.context);
+    assert.equal((await s.runCode("7 * 6")).value, 42);
+
+    const term = await s.openTerminal({ command: ["sh", "-c", "stty size; read line; echo got:$line; exit 3"], rows: 30, cols: 100 });
+    assert.ok((await s.terminals()).some((x) => x.id === term.id));
+    let shown = "";
+    let exit: TerminalExit | undefined;
+    for await (const ev of s.terminalOutput(term.id)) {
+      if (ev.type === "output") {
+        shown += ev.text;
+        if (shown.includes("30 100") && !shown.includes("typed")) {
+          await s.terminalInput(term.id, "typed\n");
+          shown += "typed";
+        }
+      } else {
+        exit = ev.exit;
+      }
+    }
+    assert.match(shown, /got:typed/);
+    assert.equal(exit?.exit_code, 3);
+    assert.equal((await s.terminal(term.id)).exit?.exit_code, 3);
+  } finally {
+    await s.close();
+  }
+});
+
+test("stream chunks decode themselves", async () => {
+  const chunks: string[] = [];
+  for await (const ev of c().runStream({ command: ["sh", "-c", "printf 'h\\303\\251'"] })) {
+    if (ev.type === "stdout") chunks.push(ev.text);
+    else if (ev.type === "result") assert.ok(ev.result.usage.wall_ns > 0); // usage is always there
+  }
+  assert.equal(chunks.join(""), "hé");
 });
