@@ -95,7 +95,10 @@ command -v npm >/dev/null 2>&1 || need+=(npm)
 if [ ${#need[@]} -gt 0 ]; then
 	echo "== installing ${need[*]}"
 	apt-get update -qq
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+	# INITRD=No: the kernel package is there for its files only (the
+	# microvm backend builds its own initramfs); Debian's hook would spend
+	# minutes of CPU on /boot/initrd.img (10 min on a busy fresh machine).
+	DEBIAN_FRONTEND=noninteractive INITRD=No apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
 
 stage "the web playground: built from web/ as committed in internal/webui/dist"
