@@ -151,7 +151,8 @@ func (e *Engine) pick(ctx context.Context, tier string, floor sandbox.Isolation,
 			continue
 		}
 		if err := e.weakRefused(name, b); err != nil {
-			refused = append(refused, name+": "+err.Error())
+			first, _, _ := strings.Cut(err.Error(), "\n")
+			refused = append(refused, name+": "+first+" (allow_weak_limits accepts them)")
 			continue
 		}
 		pref := slices.Index(e.opts.Preference, name)
@@ -235,13 +236,25 @@ func (e *Engine) weakRefused(name string, b sandbox.Backend) error {
 	if len(caps.Weak) == 0 || e.opts.AllowWeakLimits || caps.Isolation == sandbox.IsolationNone {
 		return nil
 	}
+	why := ""
+	if caps.WeakWhy != "" {
+		why = ": " + caps.WeakWhy
+	}
+	// The fix on a line of its own, after what and why (said once).
+	return errorf(sandbox.ErrUnavailable, "limits_unenforceable",
+		"backend %s cannot enforce the limits as asked here (%s)%s\n"+
+			"to run with these weaker limits: EXECBOX_ALLOW_WEAK_LIMITS=true (allow_weak_limits: true); for real ones, run execbox as root or in a delegated cgroup (a systemd unit or user slice with Delegate=yes)",
+		name, WeakLimits(caps), why)
+}
+
+// WeakLimits says how the limits a backend cannot enforce as asked are
+// bounded instead (Capabilities.Weak), one clause each, in a stable order.
+func WeakLimits(caps sandbox.Capabilities) string {
 	var ws []string
 	for _, k := range slices.Sorted(maps.Keys(caps.Weak)) {
 		ws = append(ws, k+" "+caps.Weak[k])
 	}
-	return errorf(sandbox.ErrUnavailable, "limits_unenforceable",
-		"backend %s cannot enforce the limits as asked here: %s; run execbox with a delegated cgroup (as root, or in a systemd unit or user slice with Delegate=yes), "+
-			"or allow these weaker bounds explicitly with allow_weak_limits: true (EXECBOX_ALLOW_WEAK_LIMITS=true)", name, strings.Join(ws, "; "))
+	return strings.Join(ws, "; ")
 }
 
 // anyAtLeast reports whether a registered backend — built or not, ready or
@@ -315,6 +328,12 @@ func (e *Engine) Report(ctx context.Context) Report {
 			c.Available, c.Ready, c.Reason, c.Details = h.Available, h.Ready, h.Reason, h.Details
 			c.Unisolated = caps.Isolation == sandbox.IsolationNone
 			c.AllowedByCfg = !c.Unisolated || e.opts.AllowUnisolated
+			if err := e.weakRefused(name, b); err != nil && c.Ready {
+				// Ready as a backend, but not for a run here: say so, as
+				// the selection below will.
+				first, _, _ := strings.Cut(err.Error(), "\n")
+				c.Ready, c.Reason = false, first+"; allow_weak_limits: true accepts them"
+			}
 		}
 		r.Candidates = append(r.Candidates, c)
 	}

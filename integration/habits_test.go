@@ -264,16 +264,30 @@ func TestRootlessRefusesWeakLimits(t *testing.T) {
 		return r
 	}
 	r := asNobody(nil, "run", "--backend", "native", "--", "true")
-	if r.code != 125 || !strings.Contains(r.stderr, "allow_weak_limits") || !strings.Contains(r.stderr, "limits_unenforceable") {
+	if r.code != 125 || !strings.Contains(r.stderr, "limits_unenforceable") {
 		t.Fatalf("rootless run without allow_weak_limits: exit %d, stderr %q", r.code, r.stderr)
+	}
+	// The fix on a line of its own; the cgroup diagnosis said once.
+	if !regexp.MustCompile(`(?m)^to run with these weaker limits: EXECBOX_ALLOW_WEAK_LIMITS=true`).MatchString(r.stderr) ||
+		strings.Count(r.stderr, "no usable cgroup") != 1 {
+		t.Errorf("the refusal does not give the fix on its own line, or repeats why:\n%s", r.stderr)
 	}
 	r = asNobody([]string{"EXECBOX_ALLOW_WEAK_LIMITS=true"}, "run", "--backend", "native", "--", "id", "-u")
 	if r.code != 0 || r.stdout != "65534\n" {
 		t.Fatalf("rootless run with allow_weak_limits: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
 	}
+	// Allowed, the run says in one line that its limits are weaker.
+	if w := regexp.MustCompile(`(?m)^execbox: warning: limits weaker than asked .*memory per process only.*$`).FindAllString(r.stderr, -1); len(w) != 1 {
+		t.Errorf("no one-line warning of the weaker limits: %q", r.stderr)
+	}
 	r = asNobody(nil, "doctor")
 	if !strings.Contains(r.stdout, "native enforces:") || !strings.Contains(r.stdout, "RLIMIT_AS") {
 		t.Errorf("doctor as nobody does not show native's per-process bounds:\n%s\n%s", r.stdout, r.stderr)
+	}
+	// Consistent with what it selects: native is not ready for a run here.
+	if !regexp.MustCompile(`(?m)^native +process +yes +no +backend native cannot enforce the limits`).MatchString(r.stdout) ||
+		!strings.Contains(r.stdout, "selected:   none") {
+		t.Errorf("doctor as nobody: native ready while nothing is selected:\n%s", r.stdout)
 	}
 }
 

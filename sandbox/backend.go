@@ -64,9 +64,11 @@ type Capabilities struct {
 	Limits map[string]string `json:"limits"`
 	// Weak names the limits that do not bound the sandbox as a whole here
 	// (memory, pids, cpus without a cgroup: per process, or not at all),
-	// each with why. The engine refuses a run on such a backend unless the
-	// configuration allows weak limits (allow_weak_limits).
-	Weak map[string]string `json:"weak,omitempty"`
+	// each with what bounds it instead; WeakWhy says why, once. The engine
+	// refuses a run on such a backend unless the configuration allows weak
+	// limits (allow_weak_limits).
+	Weak    map[string]string `json:"weak,omitempty"`
+	WeakWhy string            `json:"weak_why,omitempty"`
 	// Emulated is true when the backend runs programs under software
 	// emulation here (a VM without hardware virtualisation): strong, but
 	// many times slower, so auto never picks it by itself.

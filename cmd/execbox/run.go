@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	v1 "github.com/execbox/execbox/api/v1"
+	"github.com/execbox/execbox/engine"
 	"github.com/execbox/execbox/errmap"
 	"github.com/execbox/execbox/internal/config"
 	"github.com/execbox/execbox/sandbox"
@@ -134,6 +135,7 @@ func runRun(ctx context.Context, g *globals, f *runFlags, args []string) error {
 	if err != nil {
 		return err
 	}
+	warnWeak(e, res.Backend)
 	return f.finish(res)
 }
 
@@ -434,4 +436,17 @@ func reportTruncation(res *sandbox.Result) {
 func isTerminal(f *os.File) bool {
 	st, err := f.Stat()
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// warnWeak says on stderr, in one line, when the run's backend bounded it
+// more weakly than asked (allow_weak_limits let it run): a memory overrun
+// is then a MemoryError, not a kill.
+func warnWeak(e *engine.Engine, backend string) {
+	b, ok := e.Backend(backend)
+	if !ok {
+		return
+	}
+	if caps := b.Capabilities(); len(caps.Weak) > 0 && caps.Isolation != sandbox.IsolationNone {
+		fmt.Fprintf(os.Stderr, "execbox: warning: limits weaker than asked (allow_weak_limits): %s; execbox doctor says why\n", engine.WeakLimits(caps))
+	}
 }

@@ -179,6 +179,7 @@ func (b *Backend[F]) Capabilities() sandbox.Capabilities {
 		Networks:  []sandbox.Network{sandbox.NetworkNone, sandbox.NetworkHost},
 		Limits:    maps.Clone(b.Host().Limits),
 		Weak:      b.Host().weak(),
+		WeakWhy:   b.Host().weakWhy(),
 	}
 }
 
@@ -189,12 +190,19 @@ func (h *Host[F]) weak() map[string]string {
 	if h.Cgroups != nil || h.Err != nil {
 		return nil
 	}
-	why := "no usable cgroup (" + h.CgroupInfo + ")"
 	return map[string]string{
-		"memory": "per process only (RLIMIT_AS): " + why,
-		"pids":   "per user namespace (RLIMIT_NPROC), not per sandbox: " + why,
-		"cpus":   "not enforced: " + why,
+		"memory": "per process only (RLIMIT_AS)",
+		"pids":   "per user namespace (RLIMIT_NPROC), not per sandbox",
+		"cpus":   "not enforced",
 	}
+}
+
+// weakWhy says why the limits weak names are weak.
+func (h *Host[F]) weakWhy() string {
+	if h.Cgroups != nil || h.Err != nil {
+		return ""
+	}
+	return "no usable cgroup (" + h.CgroupInfo + ")"
 }
 
 // Admit checks spec against the host before a sandbox is made: it
