@@ -2,9 +2,12 @@ package engine
 
 import (
 	"context"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/execbox/execbox/sandbox"
 )
@@ -64,5 +67,28 @@ func TestHealthCacheSharedBetweenEngines(t *testing.T) {
 	n := k.probeCount()
 	if _, ok := engineWith("c").knownHealth("t-kernel"); ok || k.probeCount() != n {
 		t.Fatalf("a lapsed not-ready answer was used (known %v)", ok)
+	}
+}
+
+// TestProbeAllKeepsEveryAnswer: doctor's probes run side by side and each
+// rewrites the cache file; every backend's answer is in it afterwards
+// (none lost to another's rewrite), and progress heard of each once.
+func TestProbeAllKeepsEveryAnswer(t *testing.T) {
+	world("t-none", "t-proc1", "t-proc2", "t-kernel", "t-vm")
+	cache := filepath.Join(t.TempDir(), "health.json")
+	for range 5 {
+		os.Remove(cache)
+		e := newEngine(t, Options{HealthCache: cache})
+		heard := map[string]int{}
+		e.ProbeAll(context.Background(), func(name string, _ sandbox.Health, _ time.Duration) { heard[name]++ })
+		entries := readCache(cache)
+		for _, name := range []string{"t-none", "t-proc1", "t-proc2", "t-kernel", "t-vm"} {
+			if _, ok := entries[name]; !ok {
+				t.Fatalf("the cache lacks %s's answer after ProbeAll: %v", name, slices.Sorted(maps.Keys(entries)))
+			}
+			if heard[name] != 1 {
+				t.Fatalf("progress heard of %s %d times", name, heard[name])
+			}
+		}
 	}
 }
