@@ -279,13 +279,18 @@ func (e *Engine) Close() {
 	e.wg.Wait()
 	e.pools.close()
 	e.closeSessions()
+	// Side by side: each removes what it made (directories, cgroups).
+	var wg sync.WaitGroup
 	for _, name := range e.order {
 		if c, ok := e.backends[name].(sandbox.Closer); ok {
-			if err := c.Close(); err != nil {
-				e.opts.Logger.Warn("closing backend", "backend", name, "err", err)
-			}
+			wg.Go(func() {
+				if err := c.Close(); err != nil {
+					e.opts.Logger.Warn("closing backend", "backend", name, "err", err)
+				}
+			})
 		}
 	}
+	wg.Wait()
 }
 
 // Backend returns a built backend by name.

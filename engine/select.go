@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/execbox/execbox/sandbox"
 )
@@ -129,13 +130,24 @@ func (e *Engine) pick(ctx context.Context, tier string, floor sandbox.Isolation,
 	}
 	var cands []cand
 	var refused []string
-	for _, name := range e.order {
+	// What each backend can do, asked side by side: a first Capabilities
+	// looks at the host (cgroups, binaries, a VM image), and a CLI run
+	// pays for it once per backend.
+	capsOf := make([]sandbox.Capabilities, len(e.order))
+	var wg sync.WaitGroup
+	for i, name := range e.order {
+		if b, ok := e.backends[name]; ok {
+			wg.Go(func() { capsOf[i] = b.Capabilities() })
+		}
+	}
+	wg.Wait()
+	for i, name := range e.order {
 		b, ok := e.backends[name]
 		if !ok {
 			refused = append(refused, name+": "+e.reason(name))
 			continue
 		}
-		caps := b.Capabilities()
+		caps := capsOf[i]
 		iso := caps.Isolation
 		if iso == sandbox.IsolationNone {
 			continue // never picked by auto or a tier
