@@ -150,19 +150,7 @@ func TestPidsLimit(t *testing.T) {
 		}
 		t.Logf("%s: %s after %v: %s", name, res.Reason, time.Since(start).Round(time.Millisecond), res.Message)
 	}
-	// A program that meets the limit and copes keeps its exit code, and
-	// the limit is named: the reason when it failed, a message when not.
-	for _, code := range []int{3, 0} {
-		res := py(fmt.Sprintf(testutil.CopesWithPids, code))
-		want := sandbox.ReasonPidsLimit
-		if code == 0 {
-			want = sandbox.ReasonExited
-		}
-		if res.Reason != want || res.ExitCode != code || !strings.Contains(res.Message, "limit of 32 processes") {
-			t.Errorf("forks until refused, then exits %d: reason %s, exit %d, message %q; want %s, %d and the limit named",
-				code, res.Reason, res.ExitCode, res.Message, want, code)
-		}
-	}
+	testutil.CheckCopesWithPids(t, limit, py)
 
 	// Live tasks, counted from inside while processes start threads until
 	// refused and hold them: never more than the limit.

@@ -38,6 +38,25 @@ for k in kids:
 sys.exit(%d)
 `
 
+// CheckCopesWithPids: a program that meets the pids limit and copes keeps
+// its own exit code, and the limit is named — the reason when it failed,
+// a message when it succeeded. run runs Python code under that limit.
+func CheckCopesWithPids(t *testing.T, pids int, run func(code string) *sandbox.Result) {
+	t.Helper()
+	named := fmt.Sprintf("limit of %d processes", pids)
+	for _, code := range []int{3, 0} {
+		res := run(fmt.Sprintf(CopesWithPids, code))
+		want := sandbox.ReasonPidsLimit
+		if code == 0 {
+			want = sandbox.ReasonExited
+		}
+		if res.Reason != want || res.ExitCode != code || !strings.Contains(res.Message, named) {
+			t.Errorf("forks until refused, then exits %d: reason %s, exit %d, message %q; want %s, %d and the limit named",
+				code, res.Reason, res.ExitCode, res.Message, want, code)
+		}
+	}
+}
+
 // pidsLimit: a fork bomb that dies of the pids limit is reported with
 // reason pids_limit (it stops there: the wall limit would say timeout);
 // 20 processes at once are fine.
@@ -54,20 +73,7 @@ while True:
 	if !strings.Contains(res.Enforcement["pids"], "pids") {
 		t.Errorf("enforcement for pids = %q", res.Enforcement["pids"])
 	}
-	// A program that meets the limit and copes keeps its own exit code,
-	// and the limit is named: the reason when it failed, a message when
-	// it succeeded.
-	for _, code := range []int{3, 0} {
-		res = Py(t, b, spec, fmt.Sprintf(CopesWithPids, code))
-		want := sandbox.ReasonPidsLimit
-		if code == 0 {
-			want = sandbox.ReasonExited
-		}
-		if res.Reason != want || res.ExitCode != code || !strings.Contains(res.Message, "limit of 32 processes") {
-			t.Errorf("forks until refused, then exits %d: reason %s, exit %d, message %q; want %s, %d and the limit named",
-				code, res.Reason, res.ExitCode, res.Message, want, code)
-		}
-	}
+	CheckCopesWithPids(t, spec.Limits.Pids, func(code string) *sandbox.Result { return Py(t, b, spec, code) })
 	res = Py(t, b, spec, `
 import os, time
 kids = []
