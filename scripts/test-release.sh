@@ -80,7 +80,7 @@ lap() { echo "   ($((SECONDS - t0))s)"; }
 memory_limit_run() {
 	local json
 	json=$("$@" --json --explain --backend "$backend" --memory 64m -- python3 -c 'x = bytearray(100 << 20)' || true)
-	python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["backend"], d["reason"], d.get("signal", ""), "|", d["enforcement"]["memory"])' <<<"$json"
+	python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["backend"], d["reason"], d.get("signal", ""), "|", d["enforcement"]["memory"]) if "backend" in d else print("no result:", json.dumps(d))' <<<"$json"
 }
 
 # killed_at_limit BACKEND LINE: memory_limit_run's LINE says BACKEND ran the

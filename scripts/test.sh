@@ -207,46 +207,59 @@ go test -race -count=1 -timeout 30m -json ./backend/kubernetes/ ./deploy/ | go r
 go test -race -count=1 -timeout 10m -json -run "$k8s_cases" ./integration/ | go run scripts/testreport.go
 echo "(the playground's screenshots: $EXECBOX_SCREENSHOTS)"
 
-stage "the Python client (clients/python): installed with pip, pytest against a real execbox serve"
-# Debian's python3 (where apt put pytest), a venv that sees it, the client
-# installed with the README's command (its build backend needs no index;
-# test_install.py checks that command in a stock venv too).
-pyclient=$(mktemp -d)
-go build -o "$pyclient/execbox" ./cmd/execbox
-/usr/bin/python3 -m venv --system-site-packages "$pyclient/venv"
-"$pyclient/venv/bin/pip" install -q --no-index ./clients/python
+stage "the Python and TypeScript clients, side by side: each installed as its README says, tested against a real execbox serve"
+# Python: Debian's python3 (where apt put pytest), a venv that sees it,
+# the client installed with the README's command (its build backend needs
+# no index; test_install.py checks that command in a stock venv too).
+# TypeScript: npm ci, tsc, node --test. Each writes a log of its own,
+# shown when both have ended.
+clients=$(mktemp -d)
+cleanups+=("rm -rf '$clients'")
+go build -o "$clients/execbox" ./cmd/execbox
 repo=$PWD
-(cd "$pyclient" && EXECBOX_BINARY="$pyclient/execbox" "$pyclient/venv/bin/python" -m pytest -q -p no:cacheprovider "$repo/clients/python/tests")
-rm -rf "$pyclient"
-
-stage "the TypeScript client (clients/typescript): npm ci, tsc, node --test against a real execbox serve"
-tsclient=$(mktemp -d)
-go build -o "$tsclient/execbox" ./cmd/execbox
-(cd clients/typescript && npm ci --no-audit --no-fund --loglevel=error && npm run -s build && EXECBOX_BINARY="$tsclient/execbox" npm test --silent)
-rm -rf "$tsclient"
+(
+	/usr/bin/python3 -m venv --system-site-packages "$clients/venv" &&
+		"$clients/venv/bin/pip" install -q --no-index ./clients/python &&
+		cd "$clients" && EXECBOX_BINARY="$clients/execbox" "$clients/venv/bin/python" -m pytest -q -p no:cacheprovider "$repo/clients/python/tests"
+) >"$clients/python.log" 2>&1 &
+py_job=$!
+ts_rc=0
+(cd clients/typescript && npm ci --no-audit --no-fund --loglevel=error && npm run -s build && EXECBOX_BINARY="$clients/execbox" npm test --silent) >"$clients/ts.log" 2>&1 || ts_rc=$?
+py_rc=0
+wait "$py_job" || py_rc=$?
+echo "-- the Python client (exit $py_rc)"
+cat "$clients/python.log"
+echo "-- the TypeScript client (exit $ts_rc)"
+cat "$clients/ts.log"
+if [ "$py_rc" != 0 ] || [ "$ts_rc" != 0 ]; then
+	echo "a client's tests failed (above)" >&2
+	exit 1
+fi
 
 stage "benchmarks (one short pass, side by side in one run)"
 # A benchmark that fails fails the run; its whole output is shown then.
 # A skipped one is listed with its reason (and fails the run where it
 # skipped through a gate on what EXECBOX_REQUIRE names, as a test does).
 bench() {
+	local t=$SECONDS
 	if ! go test -run '^$' -count 1 -json "$@" 2>&1 | go run scripts/testreport.go; then
 		echo "benchmark failed: go test $*" >&2
 		return 1
 	fi
+	echo "($((SECONDS - t)) s: go test $*)"
 }
 # execbox-guest in PATH: the microvm backend's VM init, so microvm runs
-# beside the others.
+# beside the others. Ten calls each: a microVM or a Pod takes seconds.
 guestbin=$(mktemp -d)
 CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$guestbin/execbox-guest" ./cmd/execbox-guest
-PATH="$guestbin:$PATH" bench -bench 'Python|Session|Tool' -benchtime 20x ./backend/all/
+PATH="$guestbin:$PATH" bench -bench 'Python|Session|Tool' -benchtime 10x ./backend/all/
 rm -rf "$guestbin"
 bench -bench Start -benchtime 100x ./backend/native/
 # A microVM's start: a cold boot against a warm VM from the pool; QEMU's RSS.
-bench -bench Start -benchtime 10x ./backend/microvm/
+bench -bench Start -benchtime 5x ./backend/microvm/
 # A sandbox Pod's start: one started for it against a warm one.
-bench -bench Start -benchtime 10x ./backend/kubernetes/
-bench -bench . -benchtime 20x ./backend/docker/
+bench -bench Start -benchtime 5x ./backend/kubernetes/
+bench -bench . -benchtime 10x ./backend/docker/
 # A run's engine cost with no event subscriber, one that never reads and
 # one that takes 10 ms an event: a slow subscriber must not slow runs.
 bench -bench Subscribers -benchtime 2000x ./engine/
@@ -260,7 +273,9 @@ benchbin=$(mktemp -d /var/tmp/execbox-bench.XXXXXX)
 chmod 711 "$benchbin"
 CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$benchbin/execbox" ./cmd/execbox
 CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$benchbin/execbox-init" ./cmd/execbox-init
-EXECBOX_WORK_ROOT="$benchbin/work" EXECBOX_STATE_DIR="$benchbin/state" "$benchbin/execbox" bench --rounds 15 --rate-time 2s --html "$benchbin/bench.html"
+t=$SECONDS
+EXECBOX_WORK_ROOT="$benchbin/work" EXECBOX_STATE_DIR="$benchbin/state" "$benchbin/execbox" bench --rounds 10 --rate-time 2s --html "$benchbin/bench.html"
+echo "($((SECONDS - t)) s: execbox bench)"
 echo "(the chart: $benchbin/bench.html)"
 
 # The release: bundles, image and .deb built, then installed, upgraded,

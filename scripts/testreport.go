@@ -4,7 +4,8 @@
 // in a CI log: each package's result line as it ends, each benchmark's
 // result line, the whole output of every failed test, and at the end every
 // skipped test or benchmark with its reason, so a skip CI could have
-// lifted is seen (go test prints a skipped benchmark only with -v). It
+// lifted is seen (go test prints a skipped benchmark only with -v), and
+// the slowest top-level tests, to know where the run's time goes. It
 // exits 1 if anything failed.
 //
 //	go test -json ./... | go run scripts/testreport.go
@@ -16,6 +17,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"sort"
 	"strings"
 )
 
@@ -24,12 +26,20 @@ type event struct {
 	Package string
 	Test    string
 	Output  string
+	Elapsed float64
+}
+
+// timed is a top-level test's wall time.
+type timed struct {
+	name string
+	secs float64
 }
 
 func main() {
 	out := map[string][]string{} // package + test → its output lines
 	bench := map[string]string{} // package + benchmark → its output's unfinished line
 	var skips []string
+	var times []timed
 	failed := false
 	in := bufio.NewScanner(os.Stdin)
 	in.Buffer(make([]byte, 1<<20), 16<<20)
@@ -97,10 +107,23 @@ func main() {
 		case "pass":
 			delete(out, key)
 		}
+		if (e.Action == "pass" || e.Action == "fail") && e.Test != "" && !strings.Contains(e.Test, "/") {
+			times = append(times, timed{e.Package[strings.LastIndex(e.Package, "/")+1:] + " " + e.Test, e.Elapsed})
+		}
 	}
 	if err := in.Err(); err != nil {
 		fmt.Fprintln(os.Stderr, "testreport:", err)
 		failed = true
+	}
+	sort.Slice(times, func(i, j int) bool { return times[i].secs > times[j].secs })
+	if len(times) > 10 {
+		times = times[:10]
+	}
+	if len(times) > 0 {
+		fmt.Println("== slowest tests")
+		for _, t := range times {
+			fmt.Printf("%7.1f s  %s\n", t.secs, t.name)
+		}
 	}
 	fmt.Printf("== skipped tests (%d)\n", len(skips))
 	for _, s := range skips {

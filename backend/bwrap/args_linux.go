@@ -65,7 +65,8 @@ func (s *Sandbox) bwrapArgs(mounts []string) []string {
 	// host's terminals are not in it), which /dev/pts and /dev/ptmx point
 	// into (bwrap binds only host paths).
 	a = append(a, "--size", "65536", "--perms", "0755", "--tmpfs", "/dev")
-	// execbox's own nodes (hostbase.OpenDevices), never the host's.
+	// Read-only binds of the host's nodes (hostbase.OpenDevices); a bind of
+	// a read-only mount stays read-only.
 	for _, d := range v.Devices {
 		a = append(a, "--dev-bind", path.Join(s.host.Devices, d), "/dev/"+d)
 	}

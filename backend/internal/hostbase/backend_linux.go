@@ -346,13 +346,16 @@ func (h *Host[F]) OpenBase() error {
 func (h *Host[F]) WorkRoot() string { return h.root }
 
 // OpenDevices makes Base/dev: a small tmpfs, read-only once made (and
-// nosuid, noexec), holding device nodes of execbox's own — root's, 0666 —
-// for the nodes hostview.Devices names, which a sandbox's /dev binds
-// instead of the host's. A host's node may come to belong to a sandbox's
-// user (runsc chowns the stdio files it is handed, /dev/null among them),
-// and a sandbox must never hold a host inode it could then chmod; these
-// belong to root, and their file system cannot change. Root only. The
-// directory goes with the base: Close and Reconcile unmount it.
+// nosuid, noexec), holding a read-only bind of each host node that
+// hostview.Devices names, which a sandbox's /dev binds instead of the
+// host's /dev. A host's node may come to belong to a sandbox's user (runsc
+// chowns the stdio files it is handed, /dev/null among them), and a
+// sandbox must never hold a host inode it could then chmod: through a
+// read-only mount chmod, chown and utimes fail with EROFS, and a user
+// namespace cannot make a mount it inherited writable again. Binds, not
+// nodes of execbox's own: mknod needs CAP_MKNOD, which a hardened unit
+// (PrivateDevices=yes) does not have. Root only. The directory goes with
+// the base: Close and Reconcile unmount what is under it.
 func (h *Host[F]) OpenDevices() error {
 	dir := filepath.Join(h.Base, "dev")
 	if err := os.Mkdir(dir, 0o755); err != nil {
@@ -363,16 +366,20 @@ func (h *Host[F]) OpenDevices() error {
 		return fmt.Errorf("mounting the sandboxes' device nodes: %w", err)
 	}
 	for _, d := range hostview.Devices {
+		host := "/dev/" + d
 		var st unix.Stat_t
-		if err := unix.Stat("/dev/"+d, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFCHR {
-			return fmt.Errorf("the host's /dev/%s is not a character device (%v)", d, err)
+		if err := unix.Stat(host, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFCHR {
+			return fmt.Errorf("the host's %s is not a character device (%v)", host, err)
 		}
 		p := filepath.Join(dir, d)
-		if err := unix.Mknod(p, unix.S_IFCHR|0o666, int(st.Rdev)); err != nil {
+		if err := os.WriteFile(p, nil, 0o600); err != nil {
 			return fmt.Errorf("making the sandboxes' /dev/%s: %w", d, err)
 		}
-		if err := unix.Chmod(p, 0o666); err != nil { // past the umask
-			return fmt.Errorf("making the sandboxes' /dev/%s: %w", d, err)
+		if err := unix.Mount(host, p, "", unix.MS_BIND, ""); err != nil {
+			return fmt.Errorf("binding the sandboxes' /dev/%s: %w", d, err)
+		}
+		if err := unix.Mount("", p, "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY|flags, ""); err != nil {
+			return fmt.Errorf("making the sandboxes' /dev/%s read-only: %w", d, err)
 		}
 	}
 	if err := unix.Mount("", dir, "", unix.MS_REMOUNT|unix.MS_RDONLY|flags, ""); err != nil {

@@ -3,16 +3,21 @@ package hostbase
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/execbox/execbox/internal/hostview"
 	"github.com/execbox/execbox/internal/proc"
 	"github.com/execbox/execbox/internal/testutil"
+	"github.com/execbox/execbox/internal/workdir"
 	"github.com/execbox/execbox/sandbox"
+	"golang.org/x/sys/unix"
 )
 
 // mini is the smallest backend on this core: its launch and exec phase
@@ -268,4 +273,53 @@ func (c *testConfig) Validate() error {
 		return errors.New("test.size: negative")
 	}
 	return nil
+}
+
+// The sandboxes' device nodes are made without CAP_MKNOD (a unit with
+// PrivateDevices=yes has none: the release test's hardened unit), and not
+// even root changes them through their directory.
+func TestOpenDevices(t *testing.T) {
+	testutil.RequiresRoot(t, "hostbase")
+	h := &Host[struct{}]{Base: t.TempDir()}
+	t.Cleanup(func() { workdir.UnmountUnder(h.Base) })
+	errc := make(chan error, 1)
+	go func() {
+		// Never unlocked: the thread ends with the capability gone.
+		runtime.LockOSThread()
+		hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+		var data [2]unix.CapUserData
+		if err := unix.Capget(&hdr, &data[0]); err != nil {
+			errc <- err
+			return
+		}
+		data[0].Effective &^= 1 << unix.CAP_MKNOD
+		if err := unix.Capset(&hdr, &data[0]); err != nil {
+			errc <- err
+			return
+		}
+		if err := unix.Mknod(filepath.Join(h.Base, "probe"), unix.S_IFCHR|0o666, 0x103); !errors.Is(err, unix.EPERM) {
+			errc <- fmt.Errorf("mknod with CAP_MKNOD dropped: %v, want EPERM", err)
+			return
+		}
+		errc <- h.OpenDevices()
+	}()
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range hostview.Devices {
+		p := filepath.Join(h.Devices, d)
+		var st, host unix.Stat_t
+		if err := unix.Stat(p, &st); err != nil || unix.Stat("/dev/"+d, &host) != nil || st.Rdev != host.Rdev || st.Mode&unix.S_IFMT != unix.S_IFCHR {
+			t.Fatalf("%s is not the host's /dev/%s (%v)", p, d, err)
+		}
+		if err := unix.Chmod(p, 0o600); !errors.Is(err, unix.EROFS) {
+			t.Errorf("chmod %s: %v, want EROFS", p, err)
+		}
+		if err := unix.Utimes(p, nil); !errors.Is(err, unix.EROFS) {
+			t.Errorf("touch %s: %v, want EROFS", p, err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(h.Devices, "x"), nil, 0o600); !errors.Is(err, unix.EROFS) {
+		t.Errorf("a new file beside the nodes: %v, want EROFS", err)
+	}
 }
