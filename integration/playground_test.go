@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -308,6 +309,50 @@ func TestPlayground(t *testing.T) {
 		b.screenshot("functions-result")
 	})
 
+	t.Run("keyboard and share link", func(t *testing.T) {
+		b := b.on(t)
+		b.typeCode("def main(a, b):\n    return a * b\n")
+		b.do("parameters, then Ctrl+Enter in the editor",
+			chromedp.SetValue(chromedp.CSS("#fn-params"), `{"a": 6, "b": 7}`),
+			chromedp.Click(chromedp.CSS(".cm-content")),
+			chromedp.KeyEvent("\r", chromedp.KeyModifiers(chromedp.ModifierCtrl)),
+			chromedp.WaitVisible(chromedp.CSS("#fn-value")))
+		if got := strings.TrimSpace(b.text("#fn-value pre")); got != "42" {
+			t.Errorf("value %q after Ctrl+Enter, want 42", got)
+		}
+		b.do("a share link", chromedp.Click(chromedp.CSS("#fn-share")), chromedp.WaitVisible(chromedp.CSS("#fn-share-link")))
+		link := evaluate[string](b, `document.getElementById("fn-share-link").value`)
+		if !strings.HasPrefix(link, s.url+"/functions#share=") {
+			t.Fatalf("share link %q, want the code in the fragment of %s/functions", link, s.url)
+		}
+		// Opened afresh: the editor and the parameters hold what was
+		// shared, and nothing has run.
+		b.do("opening the link", chromedp.Navigate("about:blank"), chromedp.Navigate(link), chromedp.WaitVisible(chromedp.CSS("#fn-share")))
+		b.waitFor("the shared code and parameters", `document.querySelector(".cm-content")?.textContent.includes("return a * b") && document.getElementById("fn-params")?.value === '{"a": 6, "b": 7}'`)
+		if evaluate[bool](b, `document.getElementById("fn-value") !== null || document.getElementById("fn-error") !== null`) {
+			t.Error("opening a share link ran the function")
+		}
+		// Another fragment is not a share: the page keeps its sample.
+		b.do("a fragment that is no share", chromedp.Navigate("about:blank"), chromedp.Navigate(s.url+"/functions#share=!!"), chromedp.WaitVisible(chromedp.CSS("#fn-share")))
+		b.waitFor("the sample", `document.querySelector(".cm-content")?.textContent.startsWith("def main(a, b):    print(")`)
+	})
+
+	t.Run("narrow header", func(t *testing.T) {
+		b := b.on(t)
+		b.do("a 420 px wide window", chromedp.EmulateViewport(420, 900))
+		defer b.do("the wide window back", chromedp.EmulateViewport(1400, 1000))
+		b.waitFor("the header laid out", `document.querySelector("header").getBoundingClientRect().width <= 420`)
+		over := evaluate[[]string](b, `[...document.querySelectorAll("header a, header button")].filter(e => { const r = e.getBoundingClientRect(); return r.right > 420.5 && e.closest("nav") === null; }).map(e => e.textContent).concat(document.documentElement.scrollWidth > 420 ? ["the page: " + document.documentElement.scrollWidth + " px"] : [])`)
+		if len(over) > 0 {
+			t.Errorf("at 420 px, past the right edge: %q", over)
+		}
+		// The links the nav scrolls to are all in the page.
+		if n := evaluate[int](b, `document.querySelectorAll("header nav a").length`); n != 5 {
+			t.Errorf("%d links in the narrow header, want 5", n)
+		}
+		b.screenshot("narrow")
+	})
+
 	t.Run("infinite loop", func(t *testing.T) {
 		b := b.on(t)
 		b.typeCode("def main():\n    while True:\n        pass\n")
@@ -349,6 +394,28 @@ func TestPlayground(t *testing.T) {
 			t.Errorf("artifact link %q, want out.txt", got)
 		}
 		b.screenshot("runs")
+		// The network choices are the server's: its API document's enum.
+		_, _, doc := s.raw("GET", "/v1/openapi.json", "")
+		var api struct {
+			Components struct {
+				Schemas map[string]struct {
+					Properties map[string]struct{ Enum []string }
+				}
+			}
+		}
+		if err := json.Unmarshal([]byte(doc), &api); err != nil {
+			t.Fatal(err)
+		}
+		want := []string{""} // none, the default
+		for _, n := range api.Components.Schemas["RunRequest"].Properties["network"].Enum {
+			if n != "none" {
+				want = append(want, n)
+			}
+		}
+		b.waitFor("the network choices", `document.querySelectorAll("#run-network option").length > 0`)
+		if got := evaluate[[]string](b, `[...document.querySelectorAll("#run-network option")].map(o => o.value)`); !slices.Equal(got, want) {
+			t.Errorf("network choices %q, want the server's %q", got, want)
+		}
 	})
 
 	t.Run("tools", func(t *testing.T) {
@@ -417,6 +484,40 @@ func TestPlayground(t *testing.T) {
 		}
 		if string(saved) != "hello\n" {
 			t.Errorf("downloaded note.txt holds %q (%v), want hello", saved, err)
+		}
+		// A terminal: what is typed runs in the session's shell.
+		b.do("opening a terminal", chromedp.Click(chromedp.CSS("#terminal-open")))
+		b.waitFor("the terminal", `document.getElementById("terminal-status")?.textContent === "terminal open" && document.querySelector("#terminal .xterm-rows") !== null`)
+		// Inserted as text, then Enter: chromedp's SendKeys sends each
+		// character twice over (a keydown with text, then a char event),
+		// and xterm.js takes both.
+		b.do("typing a command",
+			chromedp.Focus(chromedp.CSS("#terminal .xterm-helper-textarea")),
+			chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+				_, err := cdp.Call(ctx, t, input.InsertText, input.InsertTextParams{Text: "echo $((6*7))"})
+				return err
+			}),
+			chromedp.KeyEvent("\r"))
+		b.waitFor("its output on the screen", `document.querySelector("#terminal .xterm-rows").textContent.includes("42")`)
+		if code, _, body := s.raw("GET", "/v1/sessions/"+id+"/terminals", "", "Authorization", "Bearer "+token); code != 200 || strings.Count(body, `"id"`) != 1 {
+			t.Errorf("the session's terminals: %d %s, want the page's one", code, body)
+		}
+		// Code cells keep their state, as a notebook's: Ctrl+Enter runs.
+		cell := func(code string) {
+			b.do("a cell: "+code,
+				chromedp.SetValue(chromedp.CSS("#cell-code"), code),
+				chromedp.Focus(chromedp.CSS("#cell-code")),
+				chromedp.KeyEvent("\r", chromedp.KeyModifiers(chromedp.ModifierCtrl)))
+		}
+		cell("r = 2")
+		b.waitFor("the first cell", `document.querySelectorAll("#cells .cell").length === 1`)
+		cell("print('twice', r)\nr * 21")
+		b.waitFor("the second cell", `document.querySelectorAll("#cells .cell").length === 2`)
+		if got := b.text("#cells .cell:nth-child(2) .value"); !strings.HasSuffix(got, "42") {
+			t.Errorf("the second cell's value %q, want 42 (its state kept)", got)
+		}
+		if got := b.text("#cells .cell:nth-child(2) pre.output"); got != "twice 2\n" {
+			t.Errorf("the second cell printed %q", got)
 		}
 		b.screenshot("sessions")
 		b.do("closing it", chromedp.Click(chromedp.CSS("#session-close")))

@@ -75,3 +75,14 @@ export function toBase64(b: Uint8Array): string {
   for (let i = 0; i < b.length; i += 0x8000) s += String.fromCharCode(...b.subarray(i, i + 0x8000));
   return btoa(s);
 }
+
+/** Ctrl+Enter (Cmd+Enter on a Mac) in any of els submits form. */
+export function submitOnModEnter(form: HTMLFormElement, ...els: HTMLElement[]): void {
+  for (const el of els) {
+    el.addEventListener("keydown", (e) => {
+      if (e.key !== "Enter" || !(e.ctrlKey || e.metaKey)) return;
+      e.preventDefault();
+      form.requestSubmit();
+    });
+  }
+}

@@ -7,7 +7,7 @@ import { type Diagnostic, lintGutter, linter } from "@codemirror/lint";
 import { Compartment, EditorState, type Text } from "@codemirror/state";
 import { drawSelection, EditorView, highlightActiveLine, keymap, lineNumbers } from "@codemirror/view";
 import { call, describe, type FunctionResponse } from "./api.ts";
-import { clear, field, fill, h } from "./dom.ts";
+import { clear, field, fill, h, submitOnModEnter } from "./dom.ts";
 import { backendPicker } from "./pickers.ts";
 
 type Language = "python" | "javascript";
@@ -77,7 +77,8 @@ export function functionsPage(root: HTMLElement): () => void {
       extensions: [
         lineNumbers(), history(), drawSelection(), indentOnInput(), bracketMatching(), highlightActiveLine(),
         syntaxHighlighting(defaultHighlightStyle, { fallback: true }),
-        keymap.of([...defaultKeymap, ...historyKeymap, indentWithTab]),
+        // Ctrl/Cmd+Enter runs (before the default keymap's own Mod-Enter).
+        keymap.of([{ key: "Mod-Enter", run: () => (form.requestSubmit(), true) }, ...defaultKeymap, ...historyKeymap, indentWithTab]),
         language.of(python()), lint, lintGutter(),
         // The editor's styles go in a <style> element: the page's CSP
         // admits it by this answer's nonce.
@@ -87,14 +88,18 @@ export function functionsPage(root: HTMLElement): () => void {
   });
 
   const langSelect = h("select", { id: "fn-language" }, h("option", { value: "python" }, "Python"), h("option", { value: "javascript" }, "JavaScript"));
-  langSelect.addEventListener("change", () => {
-    lang = langSelect.value as Language;
-    const want = lang;
+  /** Switches the editor to want, holding code (its sample if none). */
+  function setLanguage(want: Language, code?: string): void {
+    lang = want;
+    langSelect.value = want;
     const support = want === "python" ? Promise.resolve(python()) : import("@codemirror/lang-javascript").then((m) => m.javascript());
     support.then((ext) => {
       if (lang !== want) return;
-      view.dispatch({ changes: { from: 0, to: view.state.doc.length, insert: samples[want].code }, effects: language.reconfigure(ext) });
+      view.dispatch({ changes: { from: 0, to: view.state.doc.length, insert: code ?? samples[want].code }, effects: language.reconfigure(ext) });
     });
+  }
+  langSelect.addEventListener("change", () => {
+    setLanguage(langSelect.value as Language);
     params.value = samples[lang].params;
     checkParams();
   });
@@ -108,6 +113,18 @@ export function functionsPage(root: HTMLElement): () => void {
   const where = backendPicker("fn");
   const run = h("button", { id: "fn-run", class: "primary", type: "submit" }, "Run");
   const result = h("div", { id: "fn-result", class: "result" });
+  // A share link holds the code and the parameters in its fragment, which
+  // the browser never sends: nothing is stored on the server, and opening
+  // one fills the editor without running anything.
+  const share = h("button", { id: "fn-share", type: "button" }, "Share link");
+  const shareLink = h("input", { id: "fn-share-link", readonly: true, hidden: true });
+  share.addEventListener("click", () => {
+    const s: Shared = { language: lang, code: view.state.doc.toString(), params: params.value, entrypoint: entry.value };
+    shareLink.value = `${location.origin}/functions#share=${encodeShared(s)}`;
+    shareLink.hidden = false;
+    shareLink.select();
+    navigator.clipboard?.writeText(shareLink.value).catch(() => {});
+  });
 
   function checkParams(): unknown | undefined {
     try {
@@ -130,7 +147,8 @@ export function functionsPage(root: HTMLElement): () => void {
     field("Entrypoint", entry),
     field("Timeout (s)", timeout),
     where.element,
-    run);
+    h("div", { class: "row" }, run, share), shareLink);
+  submitOnModEnter(form, params, entry, timeout);
   form.addEventListener("submit", async (e) => {
     e.preventDefault();
     const p = checkParams();
@@ -158,8 +176,42 @@ export function functionsPage(root: HTMLElement): () => void {
         h("div", { class: "toolbar" }, h("h1", {}, "Function"), langSelect, lintState),
         view.dom.parentElement!, problems),
       h("div", { class: "side" }, h("section", { class: "card" }, form), h("section", { class: "card" }, h("h2", {}, "Result"), result))));
+  const shared = decodeShared(location.hash);
+  if (shared) {
+    setLanguage(shared.language, shared.code);
+    params.value = shared.params;
+    entry.value = shared.entrypoint;
+    checkParams();
+  }
   view.focus();
   return () => view.destroy();
+}
+
+/** What a share link carries. */
+type Shared = { language: Language; code: string; params: string; entrypoint: string };
+
+/** s as base64url of its JSON (UTF-8). */
+function encodeShared(s: Shared): string {
+  const bytes = new TextEncoder().encode(JSON.stringify(s));
+  let bin = "";
+  for (let i = 0; i < bytes.length; i += 0x8000) bin += String.fromCharCode(...bytes.subarray(i, i + 0x8000));
+  return btoa(bin).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
+}
+
+/** The Shared a location's fragment holds; undefined when it holds none
+ * or something else (a link is anyone's text: every field is checked). */
+function decodeShared(hash: string): Shared | undefined {
+  const m = /^#share=([A-Za-z0-9_-]{1,2000000})$/.exec(hash);
+  if (!m) return undefined;
+  try {
+    const bin = atob(m[1].replace(/-/g, "+").replace(/_/g, "/"));
+    const v = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(Uint8Array.from(bin, (c) => c.charCodeAt(0))));
+    const str = (x: unknown) => (typeof x === "string" ? x : "");
+    if (v?.language !== "python" && v?.language !== "javascript") return undefined;
+    return { language: v.language, code: str(v.code), params: str(v.params), entrypoint: str(v.entrypoint) };
+  } catch {
+    return undefined;
+  }
 }
 
 function showResult(el: HTMLElement, r: FunctionResponse): void {

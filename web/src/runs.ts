@@ -1,7 +1,7 @@
 // Runs: a command or code in a language, files to upload, limits; the
 // output streamed as the program writes it; artifacts to download.
 import { call, describe, type RunResult } from "./api.ts";
-import { chosenFiles, download, field, fromBase64, h, size } from "./dom.ts";
+import { chosenFiles, download, field, fromBase64, h, size, submitOnModEnter } from "./dom.ts";
 import { backendPicker } from "./pickers.ts";
 
 export function runsPage(root: HTMLElement): () => void {
@@ -14,7 +14,10 @@ export function runsPage(root: HTMLElement): () => void {
   const stdin = h("textarea", { id: "run-stdin", rows: 2, placeholder: "(none)" });
   const wall = h("input", { id: "run-wall", type: "number", min: "0.1", step: "0.1", placeholder: "server default" });
   const memory = h("input", { id: "run-memory", placeholder: "e.g. 256m; server default" });
-  const network = h("select", { id: "run-network" }, h("option", { value: "" }, "none (default)"), h("option", { value: "host" }, "host"));
+  // The networks this server takes: its API document's (host is never
+  // offered over the API; more come with egress policies).
+  const network = h("select", { id: "run-network" }, h("option", { value: "" }, "none (default)"));
+  networks().then((all) => network.append(...all.filter((n) => n !== "none").map((n) => h("option", { value: n }, n))));
   const where = backendPicker("run");
   const start = h("button", { id: "run-start", class: "primary", type: "submit" }, "Run");
   const stop = h("button", { id: "run-stop", type: "button", disabled: true }, "Stop");
@@ -31,6 +34,7 @@ export function runsPage(root: HTMLElement): () => void {
     h("div", { class: "row" }, field("Files", files, "Put in the work dir"), field("Stdin", stdin)),
     h("div", { class: "row" }, field("Wall limit (s)", wall), field("Memory", memory), field("Network", network)),
     h("div", { class: "row" }, start, stop));
+  submitOnModEnter(form, source, stdin);
   form.addEventListener("submit", async (e) => {
     e.preventDefault();
     output.replaceChildren();
@@ -77,6 +81,17 @@ export function runsPage(root: HTMLElement): () => void {
   });
   root.append(form, h("section", { class: "card" }, h("h2", {}, "Output"), output, status, artifacts));
   return () => abort.abort();
+}
+
+/** The values the server's API document allows for a run's network. */
+async function networks(): Promise<string[]> {
+  try {
+    const doc = await (await fetch("/v1/openapi.json")).json();
+    const e = doc?.components?.schemas?.RunRequest?.properties?.network?.enum;
+    return Array.isArray(e) ? e.filter((x): x is string => typeof x === "string") : [];
+  } catch {
+    return [];
+  }
 }
 
 /** The end of a run: how it ended, what it cost, what it left. */

@@ -1,10 +1,14 @@
 // Sessions: open one, run commands in it (streamed; its files stay between
-// commands), browse, upload and download its files, close it.
-import { call, describe, type Session, type SessionInfo } from "./api.ts";
-import { clear, download, field, h, size } from "./dom.ts";
+// commands), type in a terminal, run code in cells whose state stays (an
+// interpreter context), browse, upload and download its files, close it.
+import { call, describe, type CodeResult, type Session, type SessionInfo } from "./api.ts";
+import { clear, download, field, h, size, submitOnModEnter } from "./dom.ts";
 import { backendPicker } from "./pickers.ts";
 
-export function sessionsPage(root: HTMLElement): void {
+export function sessionsPage(root: HTMLElement): () => void {
+  // What a shown session holds open in the page (its terminal), closed
+  // when another is shown or the page is left.
+  let release = () => {};
   const list = h("tbody", { id: "sessions-list" });
   const panel = h("div", { id: "session-panel" });
   const msg = h("p", { class: "meta", id: "sessions-msg" });
@@ -37,10 +41,16 @@ export function sessionsPage(root: HTMLElement): void {
   async function show(id: string): Promise<void> {
     try {
       const s = await call((c) => c.session(id));
-      panel.replaceChildren(sessionPanel(s, (closed) => {
-        if (closed) panel.replaceChildren();
+      release();
+      let el: HTMLElement;
+      [el, release] = sessionPanel(s, (closed) => {
+        if (closed) {
+          release();
+          panel.replaceChildren();
+        }
         refresh();
-      }));
+      });
+      panel.replaceChildren(el);
     } catch (e) {
       msg.textContent = describe(e);
     }
@@ -65,11 +75,13 @@ export function sessionsPage(root: HTMLElement): void {
   });
   root.append(form, panel);
   refresh();
+  return () => release();
 }
 
-/** One session's commands and files; changed is called after a command
- * (closed false) and when it is closed (true). */
-function sessionPanel(s: Session, changed: (closed: boolean) => void): HTMLElement {
+/** One session's commands, terminal, code cells and files; changed is
+ * called after a command (closed false) and when it is closed (true).
+ * The function returned closes what the panel opened. */
+function sessionPanel(s: Session, changed: (closed: boolean) => void): [HTMLElement, () => void] {
   const command = h("input", { id: "session-command", value: "ls -la && echo hello > note.txt", spellcheck: "false" });
   const output = h("pre", { class: "output", id: "session-output" });
   const status = h("p", { class: "meta", id: "session-status" });
@@ -109,9 +121,70 @@ function sessionPanel(s: Session, changed: (closed: boolean) => void): HTMLEleme
     }
   });
   files.load();
-  return h("section", { class: "card" },
+  const term = terminalPart(s);
+  return [h("section", { class: "card" },
     h("div", { class: "toolbar" }, h("h2", {}, `Session ${s.id}`), h("span", { class: "muted" }, `${s.info.backend} (${s.info.isolation})`), close),
-    execForm, output, status, h("h3", {}, "Files"), files.element);
+    execForm, output, status, h("h3", {}, "Terminal"), term.element, h("h3", {}, "Code"), cellsPart(s), h("h3", {}, "Files"), files.element), term.close];
+}
+
+/** A terminal running /bin/sh in the session, opened on demand. */
+function terminalPart(s: Session): { element: HTMLElement; close(): void } {
+  const box = h("div", { class: "terminal-box", id: "terminal", hidden: true });
+  const msg = h("p", { class: "meta", id: "terminal-status" });
+  const open = h("button", { type: "button", id: "terminal-open" }, "Open terminal");
+  let close = () => {};
+  open.addEventListener("click", async () => {
+    open.disabled = true;
+    box.hidden = false;
+    try {
+      const { openTerminal } = await import("./terminal.ts");
+      close = await openTerminal(s, box, (t) => (msg.textContent = t));
+    } catch (e) {
+      msg.textContent = describe(e);
+      box.hidden = true;
+      open.disabled = false;
+    }
+  });
+  return { element: h("div", {}, h("div", { class: "row" }, open, msg), box), close: () => close() };
+}
+
+/** Code cells run one after another in an interpreter context of the
+ * session, as in a notebook: a variable set in one is there in the next;
+ * each shows what it printed and its last expression's value. */
+function cellsPart(s: Session): HTMLElement {
+  const language = h("select", { id: "cell-language" }, h("option", { value: "python" }, "Python"), h("option", { value: "javascript" }, "JavaScript"));
+  const code = h("textarea", { id: "cell-code", rows: 4, spellcheck: "false" });
+  code.value = "x = 6 * 7\nx";
+  const run = h("button", { class: "primary", type: "submit", id: "cell-run" }, "Run cell");
+  const cells = h("div", { id: "cells" });
+  const form = h("form", {}, h("div", { class: "row" }, field("Language", language), run),
+    field("Code (Ctrl+Enter runs; state stays between cells)", code), cells);
+  submitOnModEnter(form, code);
+  form.addEventListener("submit", async (e) => {
+    e.preventDefault();
+    run.disabled = true;
+    const src = code.value;
+    try {
+      const r = await call(() => s.runCode(src, { language: language.value }));
+      cells.append(cell(src, r));
+      code.value = "";
+    } catch (err) {
+      cells.append(h("div", { class: "cell failed" }, h("pre", {}, src), h("p", { class: "error" }, describe(err))));
+    } finally {
+      run.disabled = false;
+    }
+  });
+  return form;
+}
+
+function cell(src: string, r: CodeResult): HTMLElement {
+  return h("div", { class: `cell ${r.ok ? "ok" : "failed"}` },
+    h("pre", {}, src),
+    r.stdout ? h("pre", { class: "output" }, r.stdout) : null,
+    r.stderr ? h("pre", { class: "output" }, h("span", { class: "stderr" }, r.stderr)) : null,
+    r.ok && r.repr !== undefined ? h("div", { class: "value" }, h("span", { class: "label" }, `value · ${r.type ?? ""}`), " ", r.repr) : null,
+    r.error ? h("div", {}, h("span", { class: "badge" }, r.error.type), " ", r.error.message, r.error.traceback ? h("pre", { class: "traceback" }, r.error.traceback) : null) : null,
+    h("p", { class: "meta" }, `${r.duration_ms} ms`, r.interrupted ? " · interrupted" : "", r.lost ? " · the context was lost (the next cell starts a new one)" : ""));
 }
 
 function fileBrowser(s: Session): { element: HTMLElement; load(): Promise<void> } {
