@@ -428,9 +428,14 @@ func TestPlayground(t *testing.T) {
 		if !evaluate[bool](b, `document.getElementById("tool-run").disabled`) {
 			t.Error("Run is enabled with arguments that are not a JSON object")
 		}
+		ctrlEnter := chromedp.KeyEvent("\r", chromedp.KeyModifiers(chromedp.ModifierCtrl))
+		b.do("Ctrl+Enter with them", chromedp.Focus(chromedp.CSS("#tool-args")), ctrlEnter)
+		if got := b.text("#tool-status"); got != "" {
+			t.Errorf("Ctrl+Enter with arguments that are not an object: status %q, want no call", got)
+		}
 		b.do("python arguments", chromedp.SetValue(chromedp.CSS("#tool-args"), `{"code": "print('hi')\n6 * 7"}`))
 		evaluate[bool](b, input)
-		b.do("a python call", chromedp.Click(chromedp.CSS("#tool-run")))
+		b.do("a python call: Ctrl+Enter", chromedp.Focus(chromedp.CSS("#tool-args")), ctrlEnter)
 		b.waitFor("its result", `document.getElementById("tool-outcome") !== null`)
 		if got := b.text("#tool-outcome"); got != "ok" {
 			t.Errorf("outcome %q (%s)", got, b.text("#tool-status"))

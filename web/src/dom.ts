@@ -76,13 +76,19 @@ export function toBase64(b: Uint8Array): string {
   return btoa(s);
 }
 
+/** Submits form as its submit button would: not while that is disabled
+ * (a page disables it while its input is invalid or a call runs). */
+export function submit(form: HTMLFormElement): void {
+  if (!form.querySelector("button[type=submit]:disabled")) form.requestSubmit();
+}
+
 /** Ctrl+Enter (Cmd+Enter on a Mac) in any of els submits form. */
 export function submitOnModEnter(form: HTMLFormElement, ...els: HTMLElement[]): void {
   for (const el of els) {
     el.addEventListener("keydown", (e) => {
       if (e.key !== "Enter" || !(e.ctrlKey || e.metaKey)) return;
       e.preventDefault();
-      form.requestSubmit();
+      submit(form);
     });
   }
 }

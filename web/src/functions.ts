@@ -7,7 +7,7 @@ import { type Diagnostic, lintGutter, linter } from "@codemirror/lint";
 import { Compartment, EditorState, type Text } from "@codemirror/state";
 import { drawSelection, EditorView, highlightActiveLine, keymap, lineNumbers } from "@codemirror/view";
 import { call, describe, type FunctionResponse } from "./api.ts";
-import { clear, field, fill, h, submitOnModEnter } from "./dom.ts";
+import { clear, field, fill, h, submit, submitOnModEnter } from "./dom.ts";
 import { backendPicker } from "./pickers.ts";
 
 type Language = "python" | "javascript";
@@ -78,7 +78,7 @@ export function functionsPage(root: HTMLElement): () => void {
         lineNumbers(), history(), drawSelection(), indentOnInput(), bracketMatching(), highlightActiveLine(),
         syntaxHighlighting(defaultHighlightStyle, { fallback: true }),
         // Ctrl/Cmd+Enter runs (before the default keymap's own Mod-Enter).
-        keymap.of([{ key: "Mod-Enter", run: () => (form.requestSubmit(), true) }, ...defaultKeymap, ...historyKeymap, indentWithTab]),
+        keymap.of([{ key: "Mod-Enter", run: () => (submit(form), true) }, ...defaultKeymap, ...historyKeymap, indentWithTab]),
         language.of(python()), lint, lintGutter(),
         // The editor's styles go in a <style> element: the page's CSP
         // admits it by this answer's nonce.

@@ -1,7 +1,7 @@
 // Tools: the server's tools with their argument schemas; one run with JSON
 // arguments, its result or its error, what it printed and the files it wrote.
 import { call, describe, type Tool, type ToolResult } from "./api.ts";
-import { chosenFiles, download, field, fromBase64, h, size } from "./dom.ts";
+import { chosenFiles, download, field, fromBase64, h, size, submitOnModEnter } from "./dom.ts";
 import { backendPicker } from "./pickers.ts";
 
 export function toolsPage(root: HTMLElement): () => void {
@@ -66,6 +66,7 @@ export function toolsPage(root: HTMLElement): () => void {
     h("div", { class: "row" }, field("Files", files, "Put in the work dir (read_file reads them)")),
     h("div", { class: "row" }, start),
     h("details", {}, h("summary", {}, "Argument schema"), schema));
+  submitOnModEnter(form, args);
   form.addEventListener("submit", async (e) => {
     e.preventDefault();
     result.replaceChildren();
