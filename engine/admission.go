@@ -255,16 +255,11 @@ type Ticket struct {
 // QueueWait), and is refused with ErrBusy, code "busy", when the queue is
 // full or the wait passes. The caller must Release the ticket.
 func (e *Engine) Admit(ctx context.Context, owner Owner, spec sandbox.Spec) (*Ticket, error) {
-	if err := e.checkImage(spec.Image); err != nil {
-		return nil, err
-	}
-	l, err := e.Limits(spec.Limits)
+	spec, sources, err := e.checkSpec(spec)
 	if err != nil {
 		return nil, err
 	}
-	sources := e.sources(spec.Limits.Set())
-	spec.Limits = l
-	release, err := e.gate.take(ctx, owner, l.ResultBytes())
+	release, err := e.gate.take(ctx, owner, spec.Limits.ResultBytes())
 	if err != nil {
 		return nil, err
 	}
@@ -282,18 +277,14 @@ func (t *Ticket) Run(ctx context.Context, sel sandbox.Selection, p *sandbox.Proc
 		return nil, err
 	}
 	spec := t.spec
-	spec.Policy = t.e.Policy(spec.Policy)
-	if err := spec.Validate(); err != nil {
-		return nil, err
-	}
 	return t.e.execute(ctx, event.Event{Kind: event.KindRun}, func(ctx context.Context, a *attempt) (*sandbox.Result, error) {
 		b, _, err := t.e.Select(ctx, sel)
 		if err != nil {
 			return nil, a.selectFault(err)
 		}
 		a.selected(b)
-		if spec.Image != "" && !b.Capabilities().Images {
-			return nil, errorf(sandbox.ErrInvalid, "image_unsupported", "image %q: backend %s has no images (it runs on the host's files); choose a backend that has, such as docker", spec.Image, b.Name())
+		if err := fits(b, spec); err != nil {
+			return nil, err
 		}
 		sb, err := b.Create(ctx, spec)
 		if err != nil {
@@ -306,6 +297,39 @@ func (t *Ticket) Run(ctx context.Context, sel sandbox.Selection, p *sandbox.Proc
 		}
 		return res, err
 	})
+}
+
+// The way into a sandbox is one for a run (Admit, Ticket.Run), a function
+// call (run), a session (OpenSession) and Create alike, in two steps:
+// checkSpec before any slot is waited for, fits once a backend is
+// selected. A limit, a policy or a check added there applies to all.
+
+// checkSpec applies the configured limits and policy to spec and checks
+// the result: an image the configuration does not list, a limit beyond
+// its maximum, an invalid spec are refused. sources says where each limit
+// came from.
+func (e *Engine) checkSpec(spec sandbox.Spec) (sandbox.Spec, map[string]string, error) {
+	if err := e.checkImage(spec.Image); err != nil {
+		return spec, nil, err
+	}
+	sources := e.sources(spec.Limits.Set())
+	var err error
+	if spec.Limits, err = e.Limits(spec.Limits); err != nil {
+		return spec, nil, err
+	}
+	spec.Policy = e.Policy(spec.Policy)
+	if err := spec.Validate(); err != nil {
+		return spec, nil, err
+	}
+	return spec, sources, nil
+}
+
+// fits refuses a checked spec the selected backend b cannot make.
+func fits(b sandbox.Backend, spec sandbox.Spec) error {
+	if spec.Image != "" && !b.Capabilities().Images {
+		return errorf(sandbox.ErrInvalid, "image_unsupported", "image %q: backend %s has no images (it runs on the host's files); choose a backend that has, such as docker", spec.Image, b.Name())
+	}
+	return nil
 }
 
 // describe puts the run's limits in res, and where they, its backend and

@@ -352,9 +352,9 @@ func (e *Engine) run(ctx context.Context, sel sandbox.Selection, spec sandbox.Sp
 			a.started = true
 			return res, err
 		}
-		spec, err := e.prepare(spec)
+		spec, _, err := e.checkSpec(spec)
 		if err == nil {
-			err = spec.Validate()
+			err = fits(b, spec)
 		}
 		if err != nil {
 			return nil, err
@@ -372,7 +372,7 @@ func (e *Engine) run(ctx context.Context, sel sandbox.Selection, spec sandbox.Sp
 // under the configured policy. The sandbox holds a run slot and the result
 // memory of its limits until it is closed.
 func (e *Engine) Create(ctx context.Context, sel sandbox.Selection, spec sandbox.Spec) (sandbox.Sandbox, error) {
-	spec, err := e.prepare(spec)
+	spec, _, err := e.checkSpec(spec)
 	if err != nil {
 		return nil, err
 	}
@@ -382,7 +382,7 @@ func (e *Engine) Create(ctx context.Context, sel sandbox.Selection, spec sandbox
 	}
 	b, _, err := e.Select(ctx, sel)
 	if err == nil {
-		err = spec.Validate()
+		err = fits(b, spec)
 	}
 	var sb sandbox.Sandbox
 	if err == nil {
@@ -404,16 +404,6 @@ type slotted struct {
 func (s *slotted) Close(ctx context.Context) error {
 	defer s.release()
 	return s.Sandbox.Close(ctx)
-}
-
-// prepare applies the configured policy and limits to a request's spec.
-func (e *Engine) prepare(spec sandbox.Spec) (sandbox.Spec, error) {
-	var err error
-	if spec.Limits, err = e.Limits(spec.Limits); err != nil {
-		return spec, err
-	}
-	spec.Policy = e.Policy(spec.Policy)
-	return spec, nil
 }
 
 // Policy returns p under the configured policy: the configured env

@@ -314,8 +314,9 @@ func TestResultSources(t *testing.T) {
 	}
 }
 
-// A run may name only a listed image, and only on a backend that has
-// images; both refusals come before any sandbox is created.
+// A run, a sandbox made by Create and a session may name only a listed
+// image, and only on a backend that has images: every way in refuses both
+// before any sandbox is created.
 func TestImages(t *testing.T) {
 	e, err := New(Options{Backends: []string{"t-flaky"}, Backend: "t-flaky", Images: []string{"python:alt"}})
 	if err != nil {
@@ -324,10 +325,31 @@ func TestImages(t *testing.T) {
 	t.Cleanup(e.Close)
 	flakyBackend.set(0, nil, sandbox.Result{Reason: sandbox.ReasonExited})
 	before := flakyBackend.count()
-	for image, code := range map[string]string{"python:other": "image_denied", "python:alt": "image_unsupported"} {
-		_, err := e.Run(context.Background(), sandbox.Selection{}, sandbox.Spec{Image: image}, &sandbox.Process{Args: []string{"true"}})
-		if sandbox.CodeOf(err) != code {
-			t.Errorf("image %s: %v, want %s", image, err, code)
+	ways := map[string]func(spec sandbox.Spec) error{
+		"Run": func(spec sandbox.Spec) error {
+			_, err := e.Run(context.Background(), sandbox.Selection{}, spec, &sandbox.Process{Args: []string{"true"}})
+			return err
+		},
+		"Create": func(spec sandbox.Spec) error {
+			sb, err := e.Create(context.Background(), sandbox.Selection{}, spec)
+			if err == nil {
+				sb.Close(context.Background())
+			}
+			return err
+		},
+		"OpenSession": func(spec sandbox.Spec) error {
+			s, err := e.OpenSession(context.Background(), Owner{}, SessionRequest{Spec: spec})
+			if err == nil {
+				e.CloseSession(context.Background(), Owner{}, s.ID())
+			}
+			return err
+		},
+	}
+	for way, do := range ways {
+		for image, code := range map[string]string{"python:other": "image_denied", "python:alt": "image_unsupported"} {
+			if err := do(sandbox.Spec{Image: image}); sandbox.CodeOf(err) != code {
+				t.Errorf("%s with image %s: %v, want %s", way, image, err, code)
+			}
 		}
 	}
 	if n := flakyBackend.count() - before; n != 0 {

@@ -357,7 +357,10 @@ func (ps *pools) plan() {
 // bounds the program.
 func (ps *pools) newPool(k poolKey, b sandbox.Backend) (*pool, error) {
 	tmpl, args := ps.e.functions.Template(k.lang)
-	spec, err := ps.e.prepare(tmpl)
+	spec, _, err := ps.e.checkSpec(tmpl)
+	if err == nil {
+		err = fits(b, spec)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("the pooled sandboxes' spec: %w", err)
 	}
@@ -366,7 +369,7 @@ func (ps *pools) newPool(k poolKey, b sandbox.Backend) (*pool, error) {
 		// As a call of the longest timeout gets it.
 		spec.Limits.CPUTime = min(function.MaxTimeout+2*time.Second, ps.e.opts.Max.CPUTime)
 	}
-	if err := spec.Validate(); err != nil {
+	if err := spec.Validate(); err != nil { // the wall, changed past its maximum
 		return nil, fmt.Errorf("the pooled sandboxes' spec: %w", err)
 	}
 	return &pool{key: k, b: b, tmpl: tmpl, spec: spec, args: args,

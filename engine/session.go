@@ -260,14 +260,14 @@ func (e *Engine) OpenSession(ctx context.Context, owner Owner, req SessionReques
 			return nil, errorf(sandbox.ErrInvalid, "session_invalid", "label %.40q: keys must be 1 to %d bytes, values at most %d", k, maxLabelLen, maxLabelLen)
 		}
 	}
-	spec, err := e.prepare(req.Spec)
+	spec, _, err := e.checkSpec(req.Spec)
 	if err != nil {
 		return nil, err
 	}
-	if err := spec.Validate(); err != nil {
-		return nil, err
-	}
 	b, _, err := e.Select(ctx, req.Selection)
+	if err == nil {
+		err = fits(b, spec)
+	}
 	if err != nil {
 		return nil, err
 	}
