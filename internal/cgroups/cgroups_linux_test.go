@@ -546,7 +546,7 @@ func TestPathAndHierarchies(t *testing.T) {
 	for _, d := range c.Dirs() {
 		found := false
 		for _, e := range mounts {
-			if filepath.Join(e.point, c.Path()) == d {
+			if filepath.Join(e.Point, c.Path()) == d {
 				found = true
 			}
 		}
@@ -744,8 +744,8 @@ func TestV2CoreOnRealMount(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rel, _ := filepath.Rel(mnt.point, c.Dirs()[0])
-	if !strings.Contains(string(data), "0::"+filepath.Join(mnt.root, rel)+"\n") {
+	rel, _ := filepath.Rel(mnt.Point, c.Dirs()[0])
+	if !strings.Contains(string(data), "0::"+filepath.Join(mnt.Root, rel)+"\n") {
 		t.Errorf("process cgroups %q, want v2 leaf %s", data, rel)
 	}
 	s := stats(t, c)
@@ -862,9 +862,6 @@ func TestMain(m *testing.M) {
 }
 
 func TestParseProc(t *testing.T) {
-	if got := unescape(`/a\040b\134c`); got != `/a b\c` {
-		t.Errorf("unescape = %q", got)
-	}
 	for _, tc := range []struct {
 		root, own, want string
 		ok              bool
@@ -876,7 +873,7 @@ func TestParseProc(t *testing.T) {
 		{"/docker/c1", "/docker/c10", "", false},
 		{"/", "/../outside", "", false},
 	} {
-		got, err := v2Base(mountEntry{root: tc.root, point: "/sys/fs/cgroup", fstype: "cgroup2"}, map[string]string{"": tc.own})
+		got, err := v2Base(mountEntry{Root: tc.root, Point: "/sys/fs/cgroup", FSType: "cgroup2"}, map[string]string{"": tc.own})
 		if (err == nil) != tc.ok || got != tc.want {
 			t.Errorf("v2Base(root %s, own %s) = %q, %v; want %q", tc.root, tc.own, got, err, tc.want)
 		}

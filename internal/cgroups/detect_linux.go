@@ -48,7 +48,7 @@ func detect(mounts []mountEntry, self map[string]string) *Manager {
 		} else if m, err := openV2(base); err != nil {
 			why2 = "cgroup v2: " + err.Error()
 		} else {
-			m.v2mount = mnt.point
+			m.v2mount = mnt.Point
 			return m
 		}
 	}
@@ -58,8 +58,8 @@ func detect(mounts []mountEntry, self map[string]string) *Manager {
 	}
 	m.reason = why2 + "; using cgroup v1 (" + m.reason + ")"
 	for _, e := range mounts {
-		if e.fstype == "cgroup" {
-			m.v1all = append(m.v1all, e.point)
+		if e.FSType == "cgroup" {
+			m.v1all = append(m.v1all, e.Point)
 		}
 	}
 	return m

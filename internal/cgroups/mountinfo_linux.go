@@ -6,62 +6,21 @@ import (
 	"path"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
+
+	"github.com/execbox/execbox/internal/mountinfo"
 )
 
-// mountEntry is the part of a /proc/self/mountinfo line this package needs.
-type mountEntry struct {
-	root   string   // path inside the filesystem that is mounted
-	point  string   // where it is mounted
-	fstype string   // "cgroup" or "cgroup2" for us
-	super  []string // super options; a v1 hierarchy's controllers are here
-}
+// mountEntry is a mount of a cgroup hierarchy.
+type mountEntry = mountinfo.Mount
 
-// readMountinfo parses the cgroup mounts of a mountinfo file.
+// readMountinfo reads the cgroup mounts of a mountinfo file.
 func readMountinfo(p string) ([]mountEntry, error) {
-	data, err := os.ReadFile(p)
+	all, err := mountinfo.Read(p)
 	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", p, err)
+		return nil, err
 	}
-	var out []mountEntry
-	for line := range strings.Lines(string(data)) {
-		f := strings.Fields(line)
-		sep := slices.Index(f, "-")
-		if sep < 6 || len(f) < sep+4 {
-			continue
-		}
-		fstype := f[sep+1]
-		if fstype != "cgroup" && fstype != "cgroup2" {
-			continue
-		}
-		out = append(out, mountEntry{
-			root:   unescape(f[3]),
-			point:  unescape(f[4]),
-			fstype: fstype,
-			super:  strings.Split(f[sep+3], ","),
-		})
-	}
-	return out, nil
-}
-
-// unescape undoes mountinfo's octal escapes (\040 for a space).
-func unescape(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
+	return slices.DeleteFunc(all, func(m mountEntry) bool { return m.FSType != "cgroup" && m.FSType != "cgroup2" }), nil
 }
 
 // readSelfCgroup parses /proc/self/cgroup into controller → path; the v2
@@ -91,7 +50,7 @@ func readSelfCgroup(p string) (map[string]string, error) {
 // findV2Mount returns the first cgroup2 mount.
 func findV2Mount(mounts []mountEntry) (mountEntry, bool) {
 	for _, m := range mounts {
-		if m.fstype == "cgroup2" {
+		if m.FSType == "cgroup2" {
 			return m, true
 		}
 	}
@@ -101,8 +60,8 @@ func findV2Mount(mounts []mountEntry) (mountEntry, bool) {
 // findV1Mount returns the mount point of the v1 hierarchy carrying controller.
 func findV1Mount(mounts []mountEntry, controller string) (string, bool) {
 	for _, m := range mounts {
-		if m.fstype == "cgroup" && slices.Contains(m.super, controller) {
-			return m.point, true
+		if m.FSType == "cgroup" && slices.Contains(m.Super, controller) {
+			return m.Point, true
 		}
 	}
 	return "", false
@@ -118,12 +77,12 @@ func v2Base(mnt mountEntry, self map[string]string) (string, error) {
 	if strings.Contains(own, "/..") {
 		return "", fmt.Errorf("own cgroup %s is outside this cgroup namespace", own)
 	}
-	rel, ok := strings.CutPrefix(path.Clean(own), path.Clean(mnt.root))
-	if !ok || (rel != "" && !strings.HasPrefix(rel, "/") && mnt.root != "/") {
-		return "", fmt.Errorf("own cgroup %s is outside the mount %s (root %s)", own, mnt.point, mnt.root)
+	rel, ok := strings.CutPrefix(path.Clean(own), path.Clean(mnt.Root))
+	if !ok || (rel != "" && !strings.HasPrefix(rel, "/") && mnt.Root != "/") {
+		return "", fmt.Errorf("own cgroup %s is outside the mount %s (root %s)", own, mnt.Point, mnt.Root)
 	}
 	if path.Base(rel) == daemonLeaf {
 		rel = path.Dir(rel)
 	}
-	return filepath.Join(mnt.point, rel), nil
+	return filepath.Join(mnt.Point, rel), nil
 }

@@ -283,17 +283,3 @@ func TestCloseEmpty(t *testing.T) {
 		t.Fatalf("empty work root still there: %v", err)
 	}
 }
-
-func TestUnescapeMount(t *testing.T) {
-	for in, want := range map[string]string{
-		`/a/b`:         `/a/b`,
-		`/a\040b`:      `/a b`,
-		`/x\011y\134z`: "/x\ty\\z",
-		`/short\04`:    `/short\04`,
-		`/bad\0x9`:     `/bad\0x9`,
-	} {
-		if got := UnescapeMount(in); got != want {
-			t.Errorf("UnescapeMount(%q) = %q, want %q", in, got, want)
-		}
-	}
-}

@@ -6,10 +6,11 @@ import (
 	"io/fs"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/execbox/execbox/internal/mountinfo"
 )
 
 // RemoveTree detaches every mount at or below dir, checks that none is
@@ -45,39 +46,15 @@ func UnmountUnder(dir string) error {
 
 // MountsUnder lists the mount points at or below dir.
 func MountsUnder(dir string) ([]string, error) {
-	data, err := os.ReadFile("/proc/self/mountinfo")
+	all, err := mountinfo.Read(mountinfo.Self)
 	if err != nil {
-		return nil, fmt.Errorf("reading mountinfo: %w", err)
+		return nil, err
 	}
 	var mps []string
-	for line := range strings.Lines(string(data)) {
-		f := strings.Fields(line)
-		if len(f) < 5 {
-			continue
-		}
-		mp := UnescapeMount(f[4])
-		if mp == dir || strings.HasPrefix(mp, dir+"/") {
-			mps = append(mps, mp)
+	for _, m := range all {
+		if m.Point == dir || strings.HasPrefix(m.Point, dir+"/") {
+			mps = append(mps, m.Point)
 		}
 	}
 	return mps, nil
-}
-
-// UnescapeMount undoes mountinfo's octal escapes (\040 for a space).
-func UnescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }

@@ -12,12 +12,13 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/execbox/execbox/internal/hostview"
 	"github.com/execbox/execbox/internal/proc"
 	"github.com/execbox/execbox/internal/testutil"
 	"github.com/execbox/execbox/internal/workdir"
 	"github.com/execbox/execbox/sandbox"
-	"golang.org/x/sys/unix"
 )
 
 // mini is the smallest backend on this core: its launch and exec phase
