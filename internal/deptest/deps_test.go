@@ -1,6 +1,7 @@
 package deptest
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -22,6 +23,9 @@ var rules = []Rule{
 	{Package: "engine", Deny: []string{"backend/...", "api/...", "client", "internal/server", "internal/config", "go.yaml.in/..."}},
 	// The function protocol runs through an Engine it is handed.
 	{Package: "function", Deny: []string{"engine", "backend/...", "internal/...", "api/...", "client"}},
+	// So do the tools, through a RunFunc they are handed; their argument
+	// schemas are checked with jsonschema-go.
+	{Package: "tool", OnlyStd: true, Allow: []string{"sandbox", "github.com/google/jsonschema-go/..."}},
 	// A session's agent runs in any sandbox it is handed.
 	{Package: "agent", OnlyStd: true, Allow: []string{"sandbox", "golang.org/x/sys/..."}},
 	// The configuration knows backends only through their registrations.
@@ -42,6 +46,30 @@ func TestLayering(t *testing.T) {
 	}
 }
 
+// backendDeny is what no backend may depend on (TestBackendsStandAlone).
+var backendDeny = []string{"engine", "backend/...", "api/...", "client", "internal/server", "internal/config", "internal/audit", "internal/auth"}
+
+// TestRulesNameRealPackages: every package a rule names is one the module
+// has or links, so that a rule does not quietly stop applying when a
+// package is renamed or moved (a Deny of a path that no longer exists
+// forbids nothing).
+func TestRulesNameRealPackages(t *testing.T) {
+	deps, err := Deps(Module + "/...") // the module's packages and all they link
+	if err != nil {
+		t.Fatal(err)
+	}
+	exists := func(pattern string) bool {
+		return slices.ContainsFunc(deps, func(d Dep) bool { return matches(d.Path, pattern) })
+	}
+	for _, r := range append(rules, Rule{Package: "backend/...", Deny: backendDeny}) {
+		for _, p := range slices.Concat([]string{r.Package}, r.Allow, r.Deny, r.Except) {
+			if !exists(p) {
+				t.Errorf("the rule of %s names %s, which is no package of the module or of what it links", r.Package, p)
+			}
+		}
+	}
+}
+
 // TestBackendsStandAlone: no backend depends on the engine, on another
 // backend, or on the server's side of the house; the shared pieces under
 // backend/internal are theirs to use.
@@ -50,7 +78,7 @@ func TestBackendsStandAlone(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			Check(t, Rule{
 				Package: "backend/" + name,
-				Deny:    []string{"engine", "backend/...", "api/...", "client", "internal/server", "internal/config", "internal/audit", "internal/auth"},
+				Deny:    backendDeny,
 				Except:  []string{"backend/" + name, "backend/" + name + "/...", "backend/internal/..."},
 			})
 		})

@@ -60,7 +60,7 @@ func (s *Server) mux() http.Handler {
 	mux := http.NewServeMux()
 	allow := map[string][]string{}
 	for _, rt := range s.routes {
-		mux.Handle(rt.method+" "+rt.path, s.guard(rt))
+		mux.Handle(rt.method+" "+rt.path, s.authenticated(rt))
 		allow[rt.path] = append(allow[rt.path], rt.method)
 	}
 	// The same paths without a method: the wrong method, as a problem.
@@ -100,12 +100,13 @@ func apiPath(p string) bool {
 	return false
 }
 
-// guard authenticates a route's caller and puts the identity in the
-// request's info. A refusal is answered without reading the body; a 401 is
-// audited and counted against the caller's address (auth.Check), and while
-// an authenticated request is served its connection is not evicted by the
-// connection bounds.
-func (s *Server) guard(rt route) http.Handler {
+// authenticated wraps a route: it authenticates the caller and puts the
+// identity in the request's info (named apart from internal/guard, which
+// decides about calls). A refusal is answered without reading the body; a
+// 401 is audited and counted against the caller's address (auth.Check),
+// and while an authenticated request is served its connection is not
+// evicted by the connection bounds.
+func (s *Server) authenticated(rt route) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		info := infoOf(r.Context())
 		if rt.access != public {
