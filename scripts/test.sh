@@ -154,17 +154,19 @@ stage "go test -race (EXECBOX_REQUIRE=$EXECBOX_REQUIRE)"
 # backends and deploy's manifests (the cluster's) come in stages of their
 # own, and so does the black-box session test's kubernetes case (k8s_cases).
 k8s_cases='^TestSessionContextsOnBackends$/^kubernetes$'
-# The black-box session tests' microvm cases run in the microvm stage, with
-# no other VM or test beside them: under emulation beside the main stage
-# a VM's start once took the health probe past its limit (microvm "not
-# available" in TestSessionsAfterKill9).
-vm_cases='^(TestSessionContextsOnBackends|TestSessionsAfterKill9)$/^microvm$'
+# The black-box tests' microvm cases run in the microvm stage, with no
+# other VM or test beside them: under emulation beside the main stage a
+# VM's start once took the health probe past its limit (microvm "not
+# available" in TestSessionsAfterKill9), and an exec past the agent's
+# deadline (TestMicroVMAfterKill9).
+vm_tests='TestSessionContextsOnBackends|TestSessionsAfterKill9|TestMicroVMFromTheCLI|TestMicroVMAfterKill9'
+vm_cases="^($vm_tests)\$/^microvm\$"
 # The longest packages are named first: go test builds and starts packages
 # in the order given, two at a time, and the black-box tests (~22 min)
 # started last ran alone at the end.
 pkgs=$(go list ./... | grep -v -e '/backend/microvm$' -e '/backend/kubernetes$' -e '/deploy$')
 first=$(for p in integration backend/docker backend/gvisor; do grep -E "/$p\$" <<<"$pkgs" || true; done)
-go test -race -count=1 -timeout 30m -json -skip '^(TestSessionContextsOnBackends|TestSessionsAfterKill9)$/^(kubernetes|microvm)$' $first $(grep -v -x -F "$first" <<<"$pkgs") | go run scripts/testreport.go
+go test -race -count=1 -timeout 30m -json -skip "^($vm_tests)\$/^(kubernetes|microvm)\$" $first $(grep -v -x -F "$first" <<<"$pkgs") | go run scripts/testreport.go
 
 stage "the microvm backend (alone: under software emulation its VMs keep both cores busy)"
 go test -race -count=1 -timeout 30m -json ./backend/microvm/ | go run scripts/testreport.go
