@@ -4,10 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -92,39 +90,7 @@ type Request struct {
 
 // Duration is a timeout that JSON gives either as seconds (a number, e.g.
 // 15 or 2.5) or as a Go duration string ("1500ms"). It encodes as seconds.
-type Duration time.Duration
-
-func (d Duration) MarshalJSON() ([]byte, error) {
-	return strconv.AppendFloat(nil, time.Duration(d).Seconds(), 'f', -1, 64), nil
-}
-
-func (d *Duration) UnmarshalJSON(b []byte) error {
-	if string(b) == "null" {
-		return nil
-	}
-	if len(b) > 0 && b[0] == '"' {
-		var s string
-		if err := json.Unmarshal(b, &s); err != nil {
-			return err
-		}
-		v, err := time.ParseDuration(s)
-		if err != nil {
-			return fmt.Errorf("timeout %q is not a duration such as \"15s\" or \"1500ms\"", s)
-		}
-		*d = Duration(v)
-		return nil
-	}
-	var secs float64
-	if err := json.Unmarshal(b, &secs); err != nil {
-		return fmt.Errorf("timeout must be a number of seconds or a duration string")
-	}
-	// Range-check before converting: a huge float would overflow.
-	if secs < -1e6 || secs > 1e6 {
-		return fmt.Errorf("timeout %v s is out of range", secs)
-	}
-	*d = Duration(secs * float64(time.Second))
-	return nil
-}
+type Duration = sandbox.Seconds
 
 func invalid(format string, args ...any) error {
 	return sandbox.Errorf(sandbox.ErrInvalid, CodeInvalidRequest, format, args...)

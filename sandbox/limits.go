@@ -336,24 +336,24 @@ func cgroupMemoryLimit() int64 {
 // limitsJSON is Limits' JSON form: the same fields, durations as seconds
 // and sizes as bytes.
 type limitsJSON struct {
-	Wall            jsonDuration `json:"wall,omitzero"`
-	CPUTime         jsonDuration `json:"cpu_time,omitzero"`
-	Memory          jsonSize     `json:"memory,omitzero"`
-	CPUs            float64      `json:"cpus,omitzero"`
-	Pids            int          `json:"pids,omitzero"`
-	NoFile          int          `json:"nofile,omitzero"`
-	FileSize        jsonSize     `json:"file_size,omitzero"`
-	TmpSize         jsonSize     `json:"tmp_size,omitzero"`
-	WorkSize        jsonSize     `json:"work_size,omitzero"`
-	Output          jsonSize     `json:"output,omitzero"`
-	OutputLimitKill bool         `json:"output_limit_kill,omitzero"`
-	ArtifactFiles   int          `json:"artifact_files,omitzero"`
-	ArtifactBytes   jsonSize     `json:"artifact_bytes,omitzero"`
+	Wall            Seconds  `json:"wall,omitzero"`
+	CPUTime         Seconds  `json:"cpu_time,omitzero"`
+	Memory          jsonSize `json:"memory,omitzero"`
+	CPUs            float64  `json:"cpus,omitzero"`
+	Pids            int      `json:"pids,omitzero"`
+	NoFile          int      `json:"nofile,omitzero"`
+	FileSize        jsonSize `json:"file_size,omitzero"`
+	TmpSize         jsonSize `json:"tmp_size,omitzero"`
+	WorkSize        jsonSize `json:"work_size,omitzero"`
+	Output          jsonSize `json:"output,omitzero"`
+	OutputLimitKill bool     `json:"output_limit_kill,omitzero"`
+	ArtifactFiles   int      `json:"artifact_files,omitzero"`
+	ArtifactBytes   jsonSize `json:"artifact_bytes,omitzero"`
 }
 
 func (l Limits) MarshalJSON() ([]byte, error) {
 	return json.Marshal(limitsJSON{
-		Wall: jsonDuration(l.Wall), CPUTime: jsonDuration(l.CPUTime), Memory: jsonSize(l.Memory), CPUs: l.CPUs,
+		Wall: Seconds(l.Wall), CPUTime: Seconds(l.CPUTime), Memory: jsonSize(l.Memory), CPUs: l.CPUs,
 		Pids: l.Pids, NoFile: l.NoFile, FileSize: jsonSize(l.FileSize), TmpSize: jsonSize(l.TmpSize),
 		WorkSize: jsonSize(l.WorkSize), Output: jsonSize(l.Output), OutputLimitKill: l.OutputLimitKill,
 		ArtifactFiles: l.ArtifactFiles, ArtifactBytes: jsonSize(l.ArtifactBytes),
@@ -379,19 +379,21 @@ func (l *Limits) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// jsonDuration is a duration given as seconds (a number, e.g. 2.5) or a
-// duration string ("1500ms"); it encodes as seconds.
-type jsonDuration time.Duration
+// Seconds is a duration that JSON gives as seconds (a number, e.g. 2.5)
+// or as a duration string ("1500ms"); it encodes as seconds. It is the one
+// duration type of execbox's JSON: the limits', and (as v1.Seconds and
+// function.Duration) every timeout's and time to live's on the wire.
+type Seconds time.Duration
 
-func (d jsonDuration) MarshalJSON() ([]byte, error) {
+func (d Seconds) MarshalJSON() ([]byte, error) {
 	return strconv.AppendFloat(nil, time.Duration(d).Seconds(), 'f', -1, 64), nil
 }
 
-func (d *jsonDuration) UnmarshalJSON(b []byte) error {
+func (d *Seconds) UnmarshalJSON(b []byte) error {
 	if string(b) == "null" {
 		return nil
 	}
-	bad := &json.UnmarshalTypeError{Value: fmt.Sprintf("%.40s (want seconds or a duration such as \"1500ms\")", b), Type: reflect.TypeFor[jsonDuration]()}
+	bad := &json.UnmarshalTypeError{Value: fmt.Sprintf("%.40s (want seconds or a duration such as \"1500ms\")", b), Type: reflect.TypeFor[Seconds]()}
 	if len(b) > 0 && b[0] == '"' {
 		var s string
 		if err := json.Unmarshal(b, &s); err != nil {
@@ -401,7 +403,7 @@ func (d *jsonDuration) UnmarshalJSON(b []byte) error {
 		if err != nil {
 			return bad
 		}
-		*d = jsonDuration(v)
+		*d = Seconds(v)
 		return nil
 	}
 	var secs float64
@@ -409,7 +411,7 @@ func (d *jsonDuration) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &secs); err != nil || secs < -1e6 || secs > 1e6 {
 		return bad
 	}
-	*d = jsonDuration(secs * float64(time.Second))
+	*d = Seconds(secs * float64(time.Second))
 	return nil
 }
 

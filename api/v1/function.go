@@ -3,9 +3,6 @@ package v1
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
-	"reflect"
-	"strconv"
 	"time"
 
 	"github.com/execbox/execbox/errmap"
@@ -83,37 +80,7 @@ func (r *FunctionRequest) UnmarshalJSON(b []byte) error {
 
 // Seconds is a duration given as seconds (a number, e.g. 2.5) or as a
 // duration string ("1500ms"); it encodes as seconds.
-type Seconds time.Duration
-
-func (d Seconds) MarshalJSON() ([]byte, error) {
-	return strconv.AppendFloat(nil, time.Duration(d).Seconds(), 'f', -1, 64), nil
-}
-
-func (d *Seconds) UnmarshalJSON(b []byte) error {
-	if string(b) == "null" {
-		return nil
-	}
-	bad := &json.UnmarshalTypeError{Value: fmt.Sprintf("%.40s (want seconds or a duration such as \"1500ms\")", b), Type: reflect.TypeFor[Seconds]()}
-	if len(b) > 0 && b[0] == '"' {
-		var s string
-		if err := json.Unmarshal(b, &s); err != nil {
-			return bad
-		}
-		v, err := time.ParseDuration(s)
-		if err != nil {
-			return bad
-		}
-		*d = Seconds(v)
-		return nil
-	}
-	var secs float64
-	// Range-check before converting: a huge float would overflow.
-	if err := json.Unmarshal(b, &secs); err != nil || secs < -1e6 || secs > 1e6 {
-		return bad
-	}
-	*d = Seconds(secs * float64(time.Second))
-	return nil
-}
+type Seconds = sandbox.Seconds
 
 // FunctionResponse is the answer to a function call or a lint: {ok, data}
 // or {ok: false, error, code}.
