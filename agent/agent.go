@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -26,14 +27,25 @@ var (
 	kernelJS string
 )
 
-// Languages a context may speak, and how each one's kernel starts.
-var kernels = map[string][]string{
-	"python":     {"python3", "-u", "-c", kernelPy},
-	"javascript": {"node", "-e", kernelJS},
-}
+// kernels says how each language a context may speak (sandbox's Runtime
+// languages) starts its kernel: python unbuffered (-u), so that what a
+// cell prints is seen as it prints.
+var kernels = func() map[string][]string {
+	src := map[string][]string{"python": {kernelPy, "-u"}, "javascript": {kernelJS}}
+	out := map[string][]string{}
+	for _, name := range sandbox.Languages(true) {
+		l, _ := sandbox.LookupLanguage(name)
+		out[name] = l.InlineArgs(src[name][0], src[name][1:]...)
+	}
+	return out
+}()
 
-// Languages lists the languages of contexts.
-func Languages() []string { return []string{"javascript", "python"} }
+// Languages lists the languages of contexts, sorted.
+func Languages() []string {
+	l := sandbox.Languages(true)
+	slices.Sort(l)
+	return l
+}
 
 // Bounds of the protocol.
 const (

@@ -104,10 +104,8 @@ func (r *Request) Validate() error {
 	default:
 		return invalid("mode %q is not valid (want execute or lint)", r.Mode)
 	}
-	switch r.Language {
-	case "", Python, JavaScript:
-	default:
-		return invalid("language %q is not supported (want python or javascript)", r.Language)
+	if l, ok := sandbox.LookupLanguage(string(r.Language)); !ok || !l.Runtime {
+		return invalid("language %q is not supported (want %s)", r.Language, strings.Join(sandbox.Languages(true), " or "))
 	}
 	if t := time.Duration(r.Timeout); t != 0 && (t < MinTimeout || t > MaxTimeout) {
 		return invalid("timeout %v is out of range (1s to 60s)", t)

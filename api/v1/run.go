@@ -3,7 +3,6 @@ package v1
 import (
 	"bytes"
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/execbox/execbox/sandbox"
@@ -58,28 +57,13 @@ type RunRequest struct {
 // unchanged, with ID set to the run's id (the audit log's id).
 type RunResult = sandbox.Result
 
-// Languages a RunRequest's Code may be in, with the file and the argv
-// that runs it.
-var languages = map[string]struct {
-	file string
-	args []string
-}{
-	"python":     {"main.py", []string{"python3", "-B", "main.py"}},
-	"javascript": {"main.js", []string{"node", "main.js"}},
-	"sh":         {"main.sh", []string{"sh", "main.sh"}},
-	"bash":       {"main.sh", []string{"bash", "main.sh"}},
-}
-
 // CodeProgram returns where code in language goes in the work dir and the
 // argv that runs it; ok is false for a language that is not one of
-// python (the default for ""), javascript, sh and bash. The CLI's --code
-// uses it too.
+// sandbox.Languages (python is the default for ""). The CLI's --code uses
+// it too.
 func CodeProgram(language string) (file string, args []string, ok bool) {
-	if language == "" {
-		language = "python"
-	}
-	l, ok := languages[language]
-	return l.file, slices.Clone(l.args), ok
+	l, ok := sandbox.LookupLanguage(language)
+	return l.File, l.FileArgs(), ok
 }
 
 // Bounds of a RunRequest's shape (the body as a whole is bounded by the

@@ -105,14 +105,6 @@ type SessionExec struct {
 	Timeout Seconds `json:"timeout,omitzero"`
 }
 
-// inline is the argv that runs code given on the command line.
-var inline = map[string][]string{
-	"python":     {"python3", "-B", "-c"},
-	"javascript": {"node", "-e"},
-	"sh":         {"sh", "-c"},
-	"bash":       {"bash", "-c"},
-}
-
 // Build checks the exec's shape and turns it into a Process.
 func (r *SessionExec) Build() (*sandbox.Process, error) {
 	p := &sandbox.Process{Dir: r.Dir, Env: r.Env, Timeout: time.Duration(r.Timeout)}
@@ -125,18 +117,14 @@ func (r *SessionExec) Build() (*sandbox.Process, error) {
 		}
 		p.Args = r.Command
 	case r.Code != "":
-		lang := r.Language
-		if lang == "" {
-			lang = "python"
-		}
-		argv, ok := inline[lang]
+		lang, ok := sandbox.LookupLanguage(r.Language)
 		if !ok {
-			return nil, invalid("language", "%q is not one of python, javascript, sh, bash", r.Language)
+			return nil, invalid("language", "%q is not one of %s", r.Language, sandbox.LanguageList(false))
 		}
 		if len(r.Code) > MaxArgLen {
 			return nil, invalid("code", "longer than %d KiB; put a longer program in a file and run it", MaxArgLen/sandbox.KiB)
 		}
-		p.Args = append(append([]string{}, argv...), r.Code)
+		p.Args = lang.InlineArgs(r.Code)
 	default:
 		return nil, invalid("command", "give a command or code")
 	}

@@ -119,7 +119,7 @@ func (c *Config) check() (key, msg string) {
 		positive("pools.max_idle_memory", c.Pools.MaxIdleMemory <= 0),
 		positive("pools.max_age", c.Pools.MaxAge <= 0),
 		{"pools.backends", hasBlankOrDup(c.Pools.Backends), "must not hold empty or repeated names"},
-		{"pools.languages", !allIn(c.Pools.Languages, "python", "javascript"), "must hold python or javascript, each at most once"},
+		{"pools.languages", !allIn(c.Pools.Languages, sandbox.Languages(true)...), "must hold " + strings.Join(sandbox.Languages(true), " or ") + ", each at most once"},
 		{"server.listen", c.Server.Listen == "", "must not be empty"},
 		positive("server.max_body", c.Server.MaxBody <= 0),
 		{"server.max_runs", c.Server.MaxRuns < 0, "must not be negative (0 = number of CPUs)"},
