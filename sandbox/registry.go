@@ -89,6 +89,35 @@ var (
 	registry   = map[string]Registration{}
 )
 
+// Define registers backend name, whose configuration section is a C (def
+// returns one set to its built-in values; nil: the backend has none), and
+// returns the backend's New: it takes the section from the settings (def()
+// when they have none), validates it when it has a Validate method (an
+// invalid one is ErrInvalid "config_invalid" naming the key at fault) and
+// builds the backend with build, which must be cheap (no probing: that is
+// Health's job). Every backend registers so, from a package variable's
+// initialiser.
+func Define[C any](name string, def func() *C, build func(C, Settings) (Backend, error)) func(Settings) (Backend, error) {
+	newB := func(s Settings) (Backend, error) {
+		var c C
+		if def != nil {
+			c = *ConfigOf(s, def)
+			if v, ok := any(&c).(interface{ Validate() error }); ok {
+				if err := v.Validate(); err != nil {
+					return nil, Errorf(ErrInvalid, "config_invalid", "%w", err)
+				}
+			}
+		}
+		return build(c, s)
+	}
+	r := Registration{Name: name, New: newB}
+	if def != nil {
+		r.Config = func() any { return def() }
+	}
+	Register(r)
+	return newB
+}
+
 // Register makes a backend known. It panics on a duplicate or empty name
 // or a missing New, as those are programming errors found at start-up.
 func Register(r Registration) {

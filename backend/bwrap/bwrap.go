@@ -3,7 +3,7 @@ package bwrap
 import (
 	"errors"
 
-	"github.com/execbox/execbox/backend/internal/hostbase"
+	"github.com/execbox/execbox/sandbox"
 )
 
 // Name is the registered name of this backend.
@@ -11,7 +11,7 @@ const Name = "bwrap"
 
 // New returns the bwrap backend for settings s. It only records the
 // settings; the host is looked at on first use.
-var New = hostbase.Register(Name, DefaultConfig, build)
+var New = sandbox.Define(Name, DefaultConfig, build)
 
 // Config is the backend's configuration section (bwrap.*).
 type Config struct {

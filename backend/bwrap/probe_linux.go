@@ -48,7 +48,7 @@ type facts struct {
 
 type host = hostbase.Host[facts]
 
-func build(cfg Config, s sandbox.Settings) sandbox.Backend {
+func build(cfg Config, s sandbox.Settings) (sandbox.Backend, error) {
 	b := &Backend{cfg: cfg}
 	if s.StateDir != "" {
 		b.versionCache = filepath.Join(s.StateDir, "bwrap-version.json")
@@ -81,7 +81,7 @@ func build(cfg Config, s sandbox.Settings) sandbox.Backend {
 			return strings.TrimSpace(fmt.Sprintf("probe /bin/true ended %s (exit %d): %s %s", res.Reason, res.ExitCode, res.Message, res.Stderr))
 		},
 	})
-	return b
+	return b, nil
 }
 
 // probe finds bwrap, cgroups (reconciling what a crashed execbox left),

@@ -22,10 +22,6 @@ import (
 // Name is the registered name of this backend.
 const Name = "docker"
 
-func init() {
-	sandbox.Register(sandbox.Registration{Name: Name, New: New, Config: func() any { return DefaultConfig() }})
-}
-
 // Backend runs sandboxes as hardened containers of a Docker engine, driven
 // through the Engine API.
 type Backend struct {
@@ -52,9 +48,13 @@ type Backend struct {
 
 // New returns the docker backend for settings s. It does not contact the
 // engine (Health does).
-func New(s sandbox.Settings) (sandbox.Backend, error) {
-	return NewWithConfig(*sandbox.ConfigOf(s, DefaultConfig), s)
-}
+var New = sandbox.Define(Name, DefaultConfig, func(c Config, s sandbox.Settings) (sandbox.Backend, error) {
+	b, err := NewWithConfig(c, s)
+	if err != nil {
+		return nil, err // not a nil *Backend in a non-nil interface
+	}
+	return b, nil
+})
 
 // NewWithConfig is New with the docker section given directly.
 func NewWithConfig(cfg Config, s sandbox.Settings) (*Backend, error) {

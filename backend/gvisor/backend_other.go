@@ -9,7 +9,7 @@ import (
 	"github.com/execbox/execbox/sandbox"
 )
 
-func build(Config, sandbox.Settings) sandbox.Backend {
+func build(Config, sandbox.Settings) (sandbox.Backend, error) {
 	return hostbase.NewUnsupported(Name, sandbox.IsolationKernel,
-		sandbox.Errorf(sandbox.ErrUnavailable, "gvisor_unavailable", "the gvisor backend needs runsc on Linux; this is %s", runtime.GOOS))
+		sandbox.Errorf(sandbox.ErrUnavailable, "gvisor_unavailable", "the gvisor backend needs runsc on Linux; this is %s", runtime.GOOS)), nil
 }

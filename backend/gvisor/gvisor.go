@@ -3,7 +3,7 @@ package gvisor
 import (
 	"errors"
 
-	"github.com/execbox/execbox/backend/internal/hostbase"
+	"github.com/execbox/execbox/sandbox"
 )
 
 // Name is the registered name of this backend.
@@ -11,7 +11,7 @@ const Name = "gvisor"
 
 // New returns the gvisor backend for settings s. It only records the
 // settings; the host is looked at on first use.
-var New = hostbase.Register(Name, DefaultConfig, build)
+var New = sandbox.Define(Name, DefaultConfig, build)
 
 // Config is the backend's configuration section (gvisor.*).
 type Config struct {

@@ -37,7 +37,7 @@ type facts struct {
 
 type host = hostbase.Host[facts]
 
-func build(cfg Config, s sandbox.Settings) sandbox.Backend {
+func build(cfg Config, s sandbox.Settings) (sandbox.Backend, error) {
 	b := &Backend{cfg: cfg, hidden: []string{s.Root()}}
 	if s.StateDir != "" {
 		b.runscCache = filepath.Join(s.StateDir, runscCacheFile)
@@ -70,7 +70,7 @@ func build(cfg Config, s sandbox.Settings) sandbox.Backend {
 		ProbeTimeout: 30 * time.Second,
 		ProbeWall:    20 * time.Second,
 	})
-	return b
+	return b, nil
 }
 
 // probe finds runsc and its platform, cgroups (reconciling what a crashed

@@ -29,10 +29,6 @@ import (
 // Name is the registered name of this backend.
 const Name = "kubernetes"
 
-func init() {
-	sandbox.Register(sandbox.Registration{Name: Name, New: New, Config: func() any { return DefaultConfig() }})
-}
-
 // answerGrace is how long past a process's wall limit (or a cancel) the
 // agent has to answer before its Pod is deleted.
 const answerGrace = 20 * time.Second
@@ -76,16 +72,12 @@ type Backend struct {
 
 // New returns the kubernetes backend for settings s. It only records the
 // settings; the cluster is contacted on first use.
-func New(s sandbox.Settings) (sandbox.Backend, error) {
-	cfg := *sandbox.ConfigOf(s, DefaultConfig)
-	if err := cfg.Validate(); err != nil {
-		return nil, sandbox.Errorf(sandbox.ErrInvalid, "config_invalid", "%v", err)
-	}
+var New = sandbox.Define(Name, DefaultConfig, func(cfg Config, s sandbox.Settings) (sandbox.Backend, error) {
 	sum := sha256.Sum256([]byte(s.Instance))
 	b := &Backend{cfg: cfg, defaults: s.DefaultLimits(), instance: hex.EncodeToString(sum[:8]), me: owner.Self()}
 	b.pool = warm.New[shape](cfg.Warm, warmPod.alive, warmPod.kill)
 	return b, nil
-}
+})
 
 // Close deletes the warm Pods.
 func (b *Backend) Close() error {

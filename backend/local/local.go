@@ -17,7 +17,6 @@ const Name = "local"
 func init() {
 	reexec.Entry("local-reaper", reaperMain)
 	reexec.Entry("local-exec", execMain)
-	sandbox.Register(sandbox.Registration{Name: Name, New: New})
 }
 
 // Backend runs sandboxes as plain host subprocesses.
@@ -26,10 +25,11 @@ type Backend struct {
 	defaults sandbox.Limits
 }
 
-// New returns the local backend for settings s.
-func New(s sandbox.Settings) (sandbox.Backend, error) {
+// New returns the local backend for settings s (it has no configuration
+// section).
+var New = sandbox.Define[struct{}](Name, nil, func(_ struct{}, s sandbox.Settings) (sandbox.Backend, error) {
 	return &Backend{workRoot: s.Root(), defaults: s.DefaultLimits()}, nil
-}
+})
 
 func (b *Backend) Name() string { return Name }
 

@@ -19,7 +19,7 @@ import (
 func BenchmarkStart(b *testing.B) {
 	be := newBackend(b)
 	spec := sandbox.Spec{Limits: sandbox.Limits{Memory: 192 * sandbox.MiB}} // a shape of its own
-	cold := build(*config(func(c *Config) { c.Warm = 0 }), sandbox.Settings{WorkRoot: b.TempDir()}).(*Backend)
+	cold := built(*config(func(c *Config) { c.Warm = 0 }), sandbox.Settings{WorkRoot: b.TempDir()})
 	defer cold.Close()
 	_, adm, _ := be.Admit(spec)
 	view, _ := be.view(adm)

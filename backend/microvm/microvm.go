@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 
-	"github.com/execbox/execbox/backend/internal/hostbase"
+	"github.com/execbox/execbox/sandbox"
 )
 
 // Name is the registered name of this backend.
@@ -13,7 +13,7 @@ const Name = "microvm"
 
 // New returns the microvm backend for settings s. It only records the
 // settings; the host is looked at on first use.
-var New = hostbase.Register(Name, DefaultConfig, build)
+var New = sandbox.Define(Name, DefaultConfig, build)
 
 // Config is the backend's configuration section (microvm.*).
 type Config struct {

@@ -51,7 +51,7 @@ type facts struct {
 
 type host = hostbase.Host[facts]
 
-func build(cfg Config, s sandbox.Settings) sandbox.Backend {
+func build(cfg Config, s sandbox.Settings) (sandbox.Backend, error) {
 	b := &Backend{cfg: cfg, hidden: []string{s.Root()}}
 	switch {
 	case cfg.Cache != "":
@@ -77,7 +77,7 @@ func build(cfg Config, s sandbox.Settings) sandbox.Backend {
 		ProbeTimeout:  3 * time.Minute,
 		ProbeWall:     60 * time.Second,
 	})
-	return b
+	return b, nil
 }
 
 // healthDetails are the facts found, as far as the probe got: a fact

@@ -215,7 +215,7 @@ func TestHealthSaysTheAccelerator(t *testing.T) {
 		t.Fatalf("accel %q", b.Host().Own.accel)
 	}
 	// accel: tcg skips the KVM probe and says so.
-	tb := build(*config(func(c *Config) { c.Accel = "tcg" }), sandbox.Settings{WorkRoot: t.TempDir()}).(*Backend)
+	tb := built(*config(func(c *Config) { c.Accel = "tcg" }), sandbox.Settings{WorkRoot: t.TempDir()})
 	defer tb.Close()
 	if h := tb.Host(); h.Err != nil || h.Own.accel != "tcg" || !strings.Contains(h.Own.kvmWhy, "microvm.accel is tcg") {
 		t.Fatalf("accel tcg: %v %q %q", h.Err, h.Own.accel, h.Own.kvmWhy)
@@ -234,7 +234,7 @@ func TestUnavailableSaysWhy(t *testing.T) {
 		{func(c *Config) { c.Guest = "/nonexistent/execbox-guest" }, "microvm.guest"},
 		{func(c *Config) { c.Kernel = "/nonexistent/vmlinuz-1" }, "vmlinuz-1"},
 	} {
-		b := build(*config(c.set), sandbox.Settings{WorkRoot: t.TempDir()}).(*Backend)
+		b := built(*config(c.set), sandbox.Settings{WorkRoot: t.TempDir()})
 		h := b.Health(t.Context())
 		if h.Available || !strings.Contains(h.Reason, c.want) {
 			t.Errorf("health %+v, want unavailable naming %q", h, c.want)

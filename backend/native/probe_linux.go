@@ -39,7 +39,7 @@ type facts struct {
 	rootDir  string // where inits mount their new root (in their own namespace)
 }
 
-func build(cfg Config, s sandbox.Settings) sandbox.Backend {
+func build(cfg Config, s sandbox.Settings) (sandbox.Backend, error) {
 	b := &Backend{cfg: cfg}
 	b.Backend = hostbase.NewBackend(b, s, hostbase.Options[facts]{
 		Name:          Name,
@@ -53,7 +53,7 @@ func build(cfg Config, s sandbox.Settings) sandbox.Backend {
 		HealthDetails: healthDetails,
 		Ready:         ready,
 	})
-	return b
+	return b, nil
 }
 
 type host = hostbase.Host[facts]

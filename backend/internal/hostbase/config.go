@@ -7,28 +7,6 @@ import (
 	"github.com/execbox/execbox/sandbox"
 )
 
-// Register makes backend name known to the sandbox package, with its
-// configuration section (def's type and built-in values), and returns the
-// backend's New: it takes the section from the settings (def() when they
-// have none), validates it — an invalid one is ErrInvalid "config_invalid"
-// naming the key at fault — and builds the backend with build, which
-// must be cheap (the host is looked at on first use). Call it from a
-// package variable's initialiser.
-func Register[C any, P interface {
-	*C
-	Validate() error
-}](name string, def func() P, build func(C, sandbox.Settings) sandbox.Backend) func(sandbox.Settings) (sandbox.Backend, error) {
-	newB := func(s sandbox.Settings) (sandbox.Backend, error) {
-		c := sandbox.ConfigOf(s, func() *C { return def() })
-		if err := P(c).Validate(); err != nil {
-			return nil, sandbox.Errorf(sandbox.ErrInvalid, "config_invalid", "%w", err)
-		}
-		return build(*c, s), nil
-	}
-	sandbox.Register(sandbox.Registration{Name: name, New: newB, Config: func() any { return def() }})
-	return newB
-}
-
 // Unsupported is a backend on an OS it cannot work on: Health and Create
 // say why.
 type Unsupported struct {

@@ -247,35 +247,6 @@ func TestReconcile(t *testing.T) {
 	}
 }
 
-// registered is New of a backend Register made known (once per process,
-// as a backend's package variable does).
-var registered = Register("hostbase-test", func() *testConfig { return &testConfig{Size: 1} }, func(c testConfig, s sandbox.Settings) sandbox.Backend {
-	return newMini(s, Options[struct{}]{Name: "hostbase-test", Isolation: sandbox.IsolationNone})
-})
-
-// Register builds the backend from its validated section.
-func TestRegister(t *testing.T) {
-	newB := registered
-	if _, err := newB(sandbox.Settings{Config: &testConfig{Size: -1}}); sandbox.CodeOf(err) != "config_invalid" {
-		t.Fatalf("an invalid section: %v", err)
-	}
-	if b, err := newB(sandbox.Settings{}); err != nil || b.Name() != "hostbase-test" {
-		t.Fatalf("New: %v %v", b, err)
-	}
-	if r, ok := sandbox.Lookup("hostbase-test"); !ok || r.Config().(*testConfig).Size != 1 {
-		t.Fatal("not registered with its section")
-	}
-}
-
-type testConfig struct{ Size int }
-
-func (c *testConfig) Validate() error {
-	if c.Size < 0 {
-		return errors.New("test.size: negative")
-	}
-	return nil
-}
-
 // The sandboxes' device nodes are made without CAP_MKNOD (a unit with
 // PrivateDevices=yes has none: the release test's hardened unit), and not
 // even root changes them through their directory.
