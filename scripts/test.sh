@@ -261,6 +261,10 @@ bench -bench Start -benchtime 100x ./backend/native/
 bench -bench Start -benchtime 5x ./backend/microvm/
 # A sandbox Pod's start: one started for it against a warm one.
 bench -bench Start -benchtime 5x ./backend/kubernetes/
+# Nothing after this needs the cluster: down now, so that its daemons and
+# Pods take no CPU from the benchmarks below and the release test (the
+# exit's cleanup finds it down).
+if $k8s; then ./scripts/k8s.sh down; fi
 bench -bench . -benchtime 10x ./backend/docker/
 # A run's engine cost with no event subscriber, one that never reads and
 # one that takes 10 ms an event: a slow subscriber must not slow runs.

@@ -133,19 +133,27 @@ function terminalPart(s: Session): { element: HTMLElement; close(): void } {
   const msg = h("p", { class: "meta", id: "terminal-status" });
   const open = h("button", { type: "button", id: "terminal-open" }, "Open terminal");
   let close = () => {};
+  let gone = false; // the panel was closed: a terminal opening now is closed as it opens
   open.addEventListener("click", async () => {
     open.disabled = true;
     box.hidden = false;
     try {
       const { openTerminal } = await import("./terminal.ts");
       close = await openTerminal(s, box, (t) => (msg.textContent = t));
+      if (gone) close();
     } catch (e) {
       msg.textContent = describe(e);
       box.hidden = true;
       open.disabled = false;
     }
   });
-  return { element: h("div", {}, h("div", { class: "row" }, open, msg), box), close: () => close() };
+  return {
+    element: h("div", {}, h("div", { class: "row" }, open, msg), box),
+    close: () => {
+      gone = true;
+      close();
+    },
+  };
 }
 
 /** Code cells run one after another in an interpreter context of the

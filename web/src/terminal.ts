@@ -25,7 +25,13 @@ export async function openTerminal(s: Session, box: HTMLElement, status: (text: 
   term.loadAddon(fit);
   term.open(box);
   fit.fit();
-  const t = await call(() => s.openTerminal({ rows: term.rows, cols: term.cols }));
+  let t;
+  try {
+    t = await call(() => s.openTerminal({ rows: term.rows, cols: term.cols }));
+  } catch (e) {
+    term.dispose();
+    throw e;
+  }
   box.dataset.terminal = t.id;
   const stop = new AbortController();
   // Keystrokes go in order: each input waits for the one before.
