@@ -251,10 +251,11 @@ bench() {
 	echo "($((SECONDS - t)) s: go test $*)"
 }
 # execbox-guest in PATH: the microvm backend's VM init, so microvm runs
-# beside the others. Ten calls each: a microVM or a Pod takes seconds.
+# beside the others. Five calls each: a microVM or a Pod takes seconds, and
+# the whole suite has an hour (a longer pass is `go test -bench` by hand).
 guestbin=$(mktemp -d)
 CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$guestbin/execbox-guest" ./cmd/execbox-guest
-PATH="$guestbin:$PATH" bench -bench 'Python|Session|Tool' -benchtime 10x ./backend/all/
+PATH="$guestbin:$PATH" bench -bench 'Python|Session|Tool' -benchtime 5x ./backend/all/
 rm -rf "$guestbin"
 bench -bench Start -benchtime 100x ./backend/native/
 # A microVM's start: a cold boot against a warm VM from the pool; QEMU's RSS.
@@ -265,7 +266,7 @@ bench -bench Start -benchtime 5x ./backend/kubernetes/
 # Pods take no CPU from the benchmarks below and the release test (the
 # exit's cleanup finds it down).
 if $k8s; then ./scripts/k8s.sh down; fi
-bench -bench . -benchtime 10x ./backend/docker/
+bench -bench . -benchtime 5x ./backend/docker/
 # A run's engine cost with no event subscriber, one that never reads and
 # one that takes 10 ms an event: a slow subscriber must not slow runs.
 bench -bench Subscribers -benchtime 2000x ./engine/
@@ -280,7 +281,7 @@ chmod 711 "$benchbin"
 CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$benchbin/execbox" ./cmd/execbox
 CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$benchbin/execbox-init" ./cmd/execbox-init
 t=$SECONDS
-EXECBOX_WORK_ROOT="$benchbin/work" EXECBOX_STATE_DIR="$benchbin/state" "$benchbin/execbox" bench --rounds 10 --rate-time 2s --html "$benchbin/bench.html"
+EXECBOX_WORK_ROOT="$benchbin/work" EXECBOX_STATE_DIR="$benchbin/state" "$benchbin/execbox" bench --rounds 6 --rate-time 2s --html "$benchbin/bench.html"
 echo "($((SECONDS - t)) s: execbox bench)"
 echo "(the chart: $benchbin/bench.html)"
 

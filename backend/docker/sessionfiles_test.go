@@ -457,7 +457,8 @@ func TestSessionFilesDuringExec(t *testing.T) {
 	ctx := context.Background()
 	started := make(chan *sandbox.Result, 1)
 	go func() {
-		res, err := sb.Exec(ctx, &sandbox.Process{Args: []string{"/bin/sh", "-c", "echo running > mark; sleep 3; cat put-during.txt"}})
+		// It waits (30 s at most) for the test's go-ahead, put after the file.
+		res, err := sb.Exec(ctx, &sandbox.Process{Args: []string{"/bin/sh", "-c", "echo running > mark; i=0; while [ ! -e go ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done; cat put-during.txt"}})
 		if err != nil {
 			t.Errorf("Exec: %v", err)
 		}
@@ -488,6 +489,7 @@ func TestSessionFilesDuringExec(t *testing.T) {
 	}
 	wg.Wait()
 	filesPut(t, f, "put-during.txt", "put while it ran\n")
+	filesPut(t, f, "go", "")
 	if got := filesGet(t, f, "mark"); got != "running\n" {
 		t.Errorf("mark = %q", got)
 	}

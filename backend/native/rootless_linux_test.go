@@ -42,10 +42,9 @@ func TestRootless(t *testing.T) {
 	if err := copyFile(exe, bin); err != nil {
 		t.Fatal(err)
 	}
-	// The init is the standalone, uninstrumented execbox-init: a
-	// race-instrumented init shares the rootless RLIMIT_NPROC and
-	// RLIMIT_AS with the fork bomb and needs more threads and address space
-	// than production's, which made this test flaky under -race.
+	// The init is the standalone, uninstrumented execbox-init, as in
+	// production: its threads count in the rootless RLIMIT_NPROC the fork
+	// bomb meets (a race-instrumented init has more).
 	initPath := filepath.Join(dir, "execbox-init")
 	if err := copyFile(buildInit(t), initPath); err != nil {
 		t.Fatal(err)

@@ -59,6 +59,12 @@
 //     uid change clears its effective and permitted sets, and execve by a
 //     non-root user with empty inheritable, ambient and bounding sets leaves
 //     nothing;
+//   - except when an rlimit binds a whole process (RLIMIT_AS, RLIMIT_DATA,
+//     RLIMIT_NPROC: the rootless stand-ins for a cgroup), which must not
+//     bind the init while it waits: then a helper (the reexec entry
+//     "nsinit-exec", forked with fds 0-2 and its own socket) takes the
+//     restrictions and ids on its thread, says it is ready, sets the
+//     rlimits and executes the program with raw system calls only;
 //   - reaps every child until the program ends, reports and exits.
 //
 // Per-thread restrictions are deliberate: capability sets, seccomp filters,

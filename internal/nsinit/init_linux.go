@@ -7,12 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"runtime/debug"
-	"slices"
 	"strings"
-	"sync"
 	"syscall"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -113,23 +109,16 @@ func run(c *Config, ctl *os.File) *Status {
 			return fail(CodeSetup, fmt.Errorf("unsharing the cgroup namespace: %w", err))
 		}
 	}
+	if processWide(c.Rlimits) {
+		return runHelper(c, prog)
+	}
 	st := &Status{}
-	if c.Landlock != nil {
-		desc, err := landlock.RestrictThread([]string{"/"}, c.Landlock.RW)
-		if err != nil {
-			return fail(CodeSetup, fmt.Errorf("restricting with landlock: %w", err))
-		}
-		st.Landlock = desc
+	desc, err := restrict(c)
+	if err != nil {
+		return fail(CodeSetup, err)
 	}
-	warmThreads(c.Rlimits)
-	warmHeap(c.Rlimits)
+	st.Landlock = desc
 	if err := setRlimits(c.Rlimits); err != nil {
-		return fail(CodeSetup, err)
-	}
-	if err := dropCapabilities(); err != nil {
-		return fail(CodeSetup, err)
-	}
-	if err := installSeccomp(c.Seccomp); err != nil {
 		return fail(CodeSetup, err)
 	}
 	// Nothing but 0-2 may reach the program.
@@ -284,54 +273,30 @@ func loopbackUp() error {
 	return nil
 }
 
-// warmThreads makes the Go runtime start the OS threads it will ever want
-// before RLIMIT_NPROC (rootless: shared by the init and the program) is
-// set: once a fork bomb has used up the limit, a runtime that needed one
-// more thread would die, and with it the sandbox's status. Idle threads are
-// kept by the runtime and reused.
-func warmThreads(ls []Rlimit) {
-	for _, l := range ls {
-		if l.Resource != unix.RLIMIT_NPROC {
-			continue
+// restrict applies to the calling thread what the program inherits from
+// it: Landlock (its description returned), empty capability sets but the
+// effective and permitted ones the change of ids needs, no_new_privs and
+// the seccomp filter.
+func restrict(c *Config) (string, error) {
+	desc := ""
+	if c.Landlock != nil {
+		d, err := landlock.RestrictThread([]string{"/"}, c.Landlock.RW)
+		if err != nil {
+			return "", fmt.Errorf("restricting with landlock: %w", err)
 		}
-		var wg sync.WaitGroup
-		for range 4 {
-			wg.Go(func() {
-				ts := unix.Timespec{Nsec: 2_000_000}
-				// A raw blocking syscall hands its P to another thread.
-				syscall.Syscall(unix.SYS_NANOSLEEP, uintptr(unsafe.Pointer(&ts)), 0, 0)
-			})
-		}
-		wg.Wait()
-		return
+		desc = d
 	}
+	if err := dropCapabilities(); err != nil {
+		return "", err
+	}
+	if err := installSeccomp(c.Seccomp); err != nil {
+		return "", err
+	}
+	return desc, nil
 }
 
-// warmHeap readies the init's heap for life under a memory rlimit (the
-// rootless stand-in for a cgroup, RLIMIT_AS, usually below the address
-// space the Go runtime has reserved): past setRlimits any new mapping
-// fails and the runtime dies of it ("fatal error: runtime: cannot allocate
-// memory"). So the collector stops, and spans of every small size class,
-// with the metadata a new span needs, are made now and handed back to the
-// heap, where what the init allocates before exec (ForkExec's argv and
-// environment) finds room without a new mapping.
-func warmHeap(ls []Rlimit) {
-	if !slices.ContainsFunc(ls, func(l Rlimit) bool { return l.Resource == unix.RLIMIT_AS || l.Resource == unix.RLIMIT_DATA }) {
-		return
-	}
-	debug.SetGCPercent(-1)
-	var keep [][]byte
-	for size := 8; size <= 32<<10; size *= 2 {
-		for range 32 {
-			keep = append(keep, make([]byte, size))
-		}
-	}
-	runtime.KeepAlive(keep)
-	keep = nil
-	runtime.GC()
-}
-
-// setRlimits sets the program's limits on the init, which the fork copies.
+// setRlimits sets the program's limits on the init, which the fork copies:
+// only those that bind each process on its own (see processWide).
 // syscall.Setrlimit (not unix's) so the runtime does not restore its own
 // RLIMIT_NOFILE in the child.
 func setRlimits(ls []Rlimit) error {

@@ -258,3 +258,130 @@ func TestProgramErrorCodes(t *testing.T) {
 		}
 	}
 }
+
+// runInit runs the real init, re-executed from this test binary, with cfg
+// in fresh namespaces mapping root and 65534 to themselves, and returns
+// its status; place (may be nil) gets the init's host PID. Needs root.
+func runInit(t *testing.T, cfg *Config, place func(pid int)) *Status {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		if strings.Contains(os.Getenv("EXECBOX_REQUIRE"), "native") {
+			t.Fatal("needs root")
+		}
+		t.Skip("needs root")
+	}
+	ids := []syscall.SysProcIDMap{{ContainerID: 0, HostID: 0, Size: 1}, {ContainerID: 65534, HostID: 65534, Size: 1}}
+	l, err := NewLaunch(cfg, Options{Cloneflags: Namespaces, UIDMap: ids, GIDMap: ids, Setgroups: true, CgroupFD: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	var st *Status
+	go func() {
+		var err error
+		st, err = l.Serve(func(pid, _ int) error {
+			if place != nil {
+				place(pid)
+			}
+			return nil
+		})
+		done <- err
+	}()
+	if err := l.Cmd.Run(); err != nil {
+		t.Fatalf("init: %v", err)
+	}
+	l.Release()
+	if err := <-done; err != nil {
+		t.Fatalf("Serve: %v", err)
+	}
+	return st
+}
+
+// sandboxConfig runs args as 65534 with /usr and a host work dir.
+func sandboxConfig(t *testing.T, work string, args ...string) *Config {
+	return &Config{
+		Args: args, Env: []string{"PATH=/usr/bin:/bin"}, Dir: "/work",
+		UID: 65534, GID: 65534, Hostname: "sandbox", Root: t.TempDir(),
+		Binds:    []Bind{{Source: "/usr", Target: "/usr", Exec: true}},
+		Symlinks: []Symlink{{Path: "/bin", Target: "usr/bin"}, {Path: "/lib64", Target: "usr/lib64"}, {Path: "/lib", Target: "usr/lib"}},
+		Devices:  []string{"null"},
+		Tmp:      Tmp{Size: 1 << 20},
+		Mounts:   []Bind{{Source: work, Target: "/work", Writable: true, Exec: true}},
+	}
+}
+
+// The rootless stand-ins for a cgroup (RLIMIT_AS, RLIMIT_NPROC) bind the
+// program and never the init, which must keep mapping memory and starting
+// threads while it waits: a process-wide limit on the init once killed it
+// mid-run and lost the program's status. The program gets them exactly,
+// and a program execve refuses is still classified.
+func TestProcessWideRlimitsBindTheProgramOnly(t *testing.T) {
+	work := t.TempDir()
+	os.Chmod(work, 0o777)
+	const as, nproc = 3 << 30, 77
+	cfg := sandboxConfig(t, work, "/bin/sh", "-c", `echo $$ > pid; i=0; while [ ! -e done ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done; exit 4`)
+	cfg.Rlimits = []Rlimit{{Resource: syscall.RLIMIT_AS, Cur: as, Max: as}, {Resource: 6 /* RLIMIT_NPROC */, Cur: nproc, Max: nproc}}
+	limits := func(pid int) (string, string) {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/limits", pid))
+		if err != nil {
+			t.Errorf("reading the limits of %d: %v", pid, err)
+		}
+		var space, procs string
+		for _, line := range strings.Split(string(b), "\n") {
+			f := strings.Fields(line)
+			switch {
+			case strings.HasPrefix(line, "Max address space"):
+				space = f[3] + " " + f[4]
+			case strings.HasPrefix(line, "Max processes"):
+				procs = f[2] + " " + f[3]
+			}
+		}
+		return space, procs
+	}
+	pids := make(chan int, 1)
+	checked := make(chan struct{})
+	go func() {
+		defer close(checked)
+		initPID := <-pids
+		var prog int
+		for deadline := time.Now().Add(20 * time.Second); prog == 0; time.Sleep(10 * time.Millisecond) {
+			b, _ := os.ReadFile(filepath.Join(work, "pid"))
+			fmt.Sscan(string(b), &prog)
+			if time.Now().After(deadline) {
+				t.Error("the program never started")
+				return
+			}
+		}
+		// The program's pid is in its namespace; its host pid is the
+		// init's one child.
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", initPID, initPID))
+		if err != nil || len(strings.Fields(string(b))) != 1 {
+			t.Errorf("children of the init: %q, %v", b, err)
+		} else {
+			var child int
+			fmt.Sscan(string(b), &child)
+			if s, p := limits(child); s != fmt.Sprint(as, " ", as) || p != fmt.Sprint(nproc, " ", nproc) {
+				t.Errorf("the program's limits: address space %q, processes %q; want %d and %d", s, p, as, nproc)
+			}
+		}
+		if s, p := limits(initPID); s != "unlimited unlimited" || p == fmt.Sprint(nproc, " ", nproc) {
+			t.Errorf("the init is bound by the program's limits: address space %q, processes %q", s, p)
+		}
+		os.WriteFile(filepath.Join(work, "done"), nil, 0o644)
+	}()
+	st := runInit(t, cfg, func(pid int) { pids <- pid })
+	<-checked
+	if st.Error != "" || st.ExitCode != 4 {
+		t.Errorf("status %+v, want the program's exit 4", st)
+	}
+
+	t.Run("exec refused", func(t *testing.T) {
+		os.WriteFile(filepath.Join(work, "script"), []byte("#!/no/such/interpreter\n"), 0o755)
+		st := runInit(t, withRlimits(sandboxConfig(t, work, "./script"), cfg.Rlimits), nil)
+		if st.Code != CodeNotFound || !strings.Contains(st.Error, "starting ./script") {
+			t.Errorf("status %+v, want %s from execve", st, CodeNotFound)
+		}
+	})
+}
+
+func withRlimits(c *Config, ls []Rlimit) *Config { c.Rlimits = ls; return c }
