@@ -7,8 +7,8 @@ import (
 	"time"
 
 	v1 "github.com/execbox/execbox/api/v1"
-	"github.com/execbox/execbox/internal/guard"
-	"github.com/execbox/execbox/internal/server"
+	"github.com/execbox/execbox/internal/daemon/guard"
+	"github.com/execbox/execbox/internal/daemon/server"
 	"github.com/execbox/execbox/sandbox"
 )
 

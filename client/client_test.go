@@ -17,9 +17,9 @@ import (
 	_ "github.com/execbox/execbox/backend/local"
 	"github.com/execbox/execbox/engine"
 	"github.com/execbox/execbox/function"
-	"github.com/execbox/execbox/internal/audit"
-	"github.com/execbox/execbox/internal/auth"
-	"github.com/execbox/execbox/internal/server"
+	"github.com/execbox/execbox/internal/daemon/audit"
+	"github.com/execbox/execbox/internal/daemon/auth"
+	"github.com/execbox/execbox/internal/daemon/server"
 	"github.com/execbox/execbox/internal/testutil"
 	"github.com/execbox/execbox/sandbox"
 )

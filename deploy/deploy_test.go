@@ -9,7 +9,7 @@ import (
 	"time"
 
 	_ "github.com/execbox/execbox/backend/all" // every backend's section
-	"github.com/execbox/execbox/internal/config"
+	"github.com/execbox/execbox/internal/daemon/config"
 	"github.com/execbox/execbox/sandbox"
 )
 

@@ -247,23 +247,49 @@ type Ticket struct {
 	release func()
 }
 
-// Admit admits a run of spec for owner: the configured defaults and maxima
-// are applied to spec's limits (a limit over its maximum is ErrInvalid
-// naming the field), then a run slot is taken and the result memory the
-// limits allow (2 × output + artifact_bytes) reserved, within the owner's
-// share; what does not fit waits in the admission queue (QueueDepth,
-// QueueWait), and is refused with ErrBusy, code "busy", when the queue is
-// full or the wait passes. The caller must Release the ticket.
+// Admit admits a run of spec for owner: Plan, then Plan.Admit.
 func (e *Engine) Admit(ctx context.Context, owner Owner, spec sandbox.Spec) (*Ticket, error) {
+	p, err := e.Plan(spec)
+	if err != nil {
+		return nil, err
+	}
+	return p.Admit(ctx, owner)
+}
+
+// Plan is a run's spec checked, before it waits for a slot: a caller that
+// asks something else first (the server's guard) refuses what could never
+// run without checking it twice.
+type Plan struct {
+	e       *Engine
+	spec    sandbox.Spec
+	sources map[string]string
+}
+
+// Plan applies the configured defaults and maxima to spec's limits (a
+// limit over its maximum is ErrInvalid naming the field, code
+// limit_too_high) and the configured policy, and checks the result.
+func (e *Engine) Plan(spec sandbox.Spec) (*Plan, error) {
 	spec, sources, err := e.checkSpec(spec)
 	if err != nil {
 		return nil, err
 	}
-	release, err := e.gate.take(ctx, owner, spec.Limits.ResultBytes())
+	return &Plan{e: e, spec: spec, sources: sources}, nil
+}
+
+// Limits are the planned run's limits, defaults and maxima applied.
+func (p *Plan) Limits() sandbox.Limits { return p.spec.Limits }
+
+// Admit takes a run slot for owner and reserves the result memory the
+// limits allow (2 × output + artifact_bytes), within the owner's share;
+// what does not fit waits in the admission queue (QueueDepth, QueueWait),
+// and is refused with ErrBusy, code "busy", when the queue is full or the
+// wait passes. The caller must Release the ticket.
+func (p *Plan) Admit(ctx context.Context, owner Owner) (*Ticket, error) {
+	release, err := p.e.gate.take(ctx, owner, p.spec.Limits.ResultBytes())
 	if err != nil {
 		return nil, err
 	}
-	return &Ticket{e: e, spec: spec, sources: sources, release: release}, nil
+	return &Ticket{e: p.e, spec: p.spec, sources: p.sources, release: release}, nil
 }
 
 // Limits are the admitted run's limits, defaults and maxima applied.
@@ -299,10 +325,12 @@ func (t *Ticket) Run(ctx context.Context, sel sandbox.Selection, p *sandbox.Proc
 	})
 }
 
-// The way into a sandbox is one for a run (Admit, Ticket.Run), a function
-// call (run), a session (OpenSession) and Create alike, in two steps:
+// The way into a sandbox is one for a run (Plan, Admit, Ticket.Run), a
+// call (Call), a session (OpenSession) and Create alike, in two steps:
 // checkSpec before any slot is waited for, fits once a backend is
-// selected. A limit, a policy or a check added there applies to all.
+// selected. A limit, a policy or a check added there applies to all, and
+// a spec is validated there once (the backend that makes it checks what
+// it is handed, as its contract says).
 
 // checkSpec applies the configured limits and policy to spec and checks
 // the result: an image the configuration does not list, a limit beyond
@@ -312,15 +340,18 @@ func (e *Engine) checkSpec(spec sandbox.Spec) (sandbox.Spec, map[string]string, 
 	if err := e.checkImage(spec.Image); err != nil {
 		return spec, nil, err
 	}
-	sources := e.sources(spec.Limits.Set())
-	var err error
-	if spec.Limits, err = e.Limits(spec.Limits); err != nil {
-		return spec, nil, err
-	}
-	spec.Policy = e.Policy(spec.Policy)
+	// The request as given: filled from the (valid) defaults and merged
+	// with the configured policy (environment names, the user), it stays
+	// valid.
 	if err := spec.Validate(); err != nil {
 		return spec, nil, err
 	}
+	sources := e.sources(spec.Limits.Set())
+	var err error
+	if spec.Limits, err = e.fill(spec.Limits); err != nil {
+		return spec, nil, err
+	}
+	spec.Policy = e.Policy(spec.Policy)
 	return spec, sources, nil
 }
 

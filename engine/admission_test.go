@@ -100,7 +100,7 @@ func TestPolicyReachesEverySandbox(t *testing.T) {
 	}
 	sb.Close(ctx)
 	check("Create", []string{"FOO"})
-	resp := e.Functions().Execute(ctx, &function.Request{Code: "def main():\n    return 1\n"})
+	resp := fns(e).Execute(ctx, &function.Request{Code: "def main():\n    return 1\n"})
 	if resp.Code != function.CodeSandboxFailed { // the stub exits 3 and prints nothing
 		t.Fatalf("function call answered %+v", resp)
 	}
@@ -139,7 +139,7 @@ func TestAdmission(t *testing.T) {
 	if _, err := e.Create(ctx, sandbox.Selection{}, sandbox.Spec{}); !errors.Is(err, sandbox.ErrBusy) {
 		t.Fatalf("both slots taken: Create = %v, want busy", err)
 	}
-	if resp := e.Functions().Execute(ctx, &function.Request{Code: "def main():\n    return 1\n"}); resp.Code == function.CodeBusy {
+	if resp := fns(e).Execute(ctx, &function.Request{Code: "def main():\n    return 1\n"}); resp.Code == function.CodeBusy {
 		t.Fatalf("a function call was refused by the run gate: %+v", resp)
 	}
 	a.Close(ctx)
@@ -200,7 +200,7 @@ func TestMaxima(t *testing.T) {
 	}
 	// A function call asking for more than the maximum wall is refused too.
 	small := captureEngine(t, Options{Max: sandbox.Limits{Wall: 5 * time.Second}, Defaults: sandbox.Limits{Wall: 2 * time.Second}})
-	if resp := small.Functions().Execute(ctx, &function.Request{Code: "def main():\n    return 1\n", Timeout: function.Duration(10 * time.Second)}); resp.OK || !strings.Contains(resp.Error, "max_limits.wall") {
+	if resp := fns(small).Execute(ctx, &function.Request{Code: "def main():\n    return 1\n", Timeout: function.Duration(10 * time.Second)}); resp.OK || !strings.Contains(resp.Error, "max_limits.wall") {
 		t.Errorf("function call over the maximum wall: %+v", resp)
 	}
 	// The defaults must lie within the maxima.

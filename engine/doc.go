@@ -17,6 +17,17 @@
 //     least process level. A tier or a min_isolation can raise isolation
 //     above the configured floor but never lower it.
 //
+// Every way in — a run (Plan, Admit, Ticket.Run), a call (Call), a
+// session (OpenSession), Create — checks its spec in one step (checkSpec:
+// the configured images, limits with their defaults and maxima, policy,
+// the spec validated once) and the selected backend's capabilities in
+// another (fits).
+//
+// Warm pools keep sandboxes of a PoolTemplate (a spec and a process that
+// waits on its stdin for its call) per backend, each used by one Call.
+// The engine knows nothing of what the templates run: the daemon gives it
+// the function runners (package function runs through Engine.Call).
+//
 // Health is probed by really starting a sandbox (the backends' Health), off
 // the request path: Start probes every backend at once and then on an
 // interval; a request waits only for a backend that was never probed.

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/execbox/execbox/event"
-	"github.com/execbox/execbox/function"
 	"github.com/execbox/execbox/sandbox"
 )
 
@@ -80,12 +79,9 @@ type Options struct {
 	AdmissionObserver func(waited time.Duration, admitted bool)
 	// Sessions bound the sessions (OpenSession).
 	Sessions SessionOptions
-	// Pools configure the warm pools of function runners (none unless
-	// Pools.Size is set).
+	// Pools configure the warm pools (none unless Pools.Size is set and
+	// Pool names what to make).
 	Pools PoolOptions
-	// Functions configure the function executor that Functions returns.
-	// Its Policy field is ignored: Policy above applies to every call.
-	Functions function.Options
 	// Retries say how executions are tried again after an infrastructure
 	// fault.
 	Retries RetryOptions
@@ -109,11 +105,10 @@ type Engine struct {
 	configs  map[string]any // each backend's configuration section, for the health cache
 	order    []string       // registered names, sorted
 
-	gate      *gate
-	functions *function.Executor
-	sessions  sessions
-	pools     *pools
-	events    *event.Bus
+	gate     *gate
+	sessions sessions
+	pools    *pools
+	events   *event.Bus
 
 	mu     sync.Mutex
 	health map[string]*probe
@@ -183,11 +178,6 @@ func New(o Options) (*Engine, error) {
 	}
 	e := &Engine{opts: o, events: o.Events, sessions: sessions{bus: o.Events}, backends: map[string]sandbox.Backend{}, health: map[string]*probe{}, configs: map[string]any{}, stop: make(chan struct{}),
 		gate: newGate(o.MaxRuns, o.ReservedRuns, o.OwnerRuns, o.ResultMemory, o.QueueDepth, o.QueueWait, o.AdmissionObserver)}
-	fx, err := function.New(function.EngineFunc(e.run), o.Functions)
-	if err != nil {
-		return nil, err
-	}
-	e.functions = fx
 	e.pools = newPools(e, o.Pools)
 	names := sandbox.Names()
 	if o.Backends != nil {
@@ -311,6 +301,12 @@ func (e *Engine) Limits(l sandbox.Limits) (sandbox.Limits, error) {
 	if err := l.Validate(); err != nil {
 		return l, err
 	}
+	return e.fill(l)
+}
+
+// fill is Limits of limits already valid (checkSpec validates them with
+// the rest of the spec): the maxima checked, the defaults filled in.
+func (e *Engine) fill(l sandbox.Limits) (sandbox.Limits, error) {
 	if err := l.Within(e.opts.Max); err != nil {
 		return l, err
 	}
@@ -336,9 +332,11 @@ func (e *Engine) Run(ctx context.Context, sel sandbox.Selection, spec sandbox.Sp
 	return t.Run(ctx, sel, p)
 }
 
-// run is Run without a slot, for the function executor (which has its own
-// bound): a pooled sandbox when one fits, else a fresh one.
-func (e *Engine) run(ctx context.Context, sel sandbox.Selection, spec sandbox.Spec, p *sandbox.Process) (*sandbox.Result, error) {
+// Call is Run without a slot, for callers with a bound of their own (the
+// function executor): a pooled sandbox when a pool's template serves the
+// call and has one ready (p reads the call from its Stdin), else a fresh
+// one. Its events are of kind function.
+func (e *Engine) Call(ctx context.Context, sel sandbox.Selection, spec sandbox.Spec, p *sandbox.Process) (*sandbox.Result, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
@@ -428,11 +426,6 @@ func union(a, b []string) []string {
 	}
 	return out
 }
-
-// Functions returns the function executor: function calls and lints run
-// through this engine (selection, policy, limits), at most
-// Options.Functions.Concurrency at once.
-func (e *Engine) Functions() *function.Executor { return e.functions }
 
 func errorf(kind *sandbox.Kind, code, format string, args ...any) error {
 	return sandbox.Errorf(kind, code, format, args...)

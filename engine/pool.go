@@ -11,25 +11,22 @@ import (
 	"sync"
 	"time"
 
-	"github.com/execbox/execbox/function"
 	"github.com/execbox/execbox/sandbox"
 )
 
-// PoolOptions configure the warm pools of function runners. A pool keeps
-// Size sandboxes of one backend fully set up, each with a language's
-// function runner started and waiting on its stdin for a call. A call
-// takes one, hands it the call and gets the result; the sandbox is then
-// closed — never reused, so every call sees a fresh filesystem and
-// process — and a new one is made in the background. An empty pool means
-// a cold start, never a failure.
+// PoolOptions configure the warm pools. A pool keeps Size sandboxes of
+// one backend and one template (Engine.Pool) fully set up, each with the
+// template's process started and waiting on its stdin for a call. A call
+// (Engine.Call) takes one, hands it the call and gets the result; the
+// sandbox is then closed — never reused, so every call sees a fresh
+// filesystem and process — and a new one is made in the background. An
+// empty pool means a cold start, never a failure.
 type PoolOptions struct {
 	// Size is how many ready sandboxes each pool keeps; 0 keeps none.
 	Size int
 	// Backends are the backends pooled; empty means the one a request
 	// that names none gets (auto's pick, or the configured backend).
 	Backends []string
-	// Languages are the runners pooled; empty means python and javascript.
-	Languages []function.Language
 	// MaxIdleMemory caps the memory all idle pooled sandboxes hold
 	// together: measured where a backend can say (sandbox.Meter), else
 	// each counts its memory limit. No sandbox is made that would pass
@@ -53,11 +50,22 @@ const (
 	PoolExpired = "expired" // a ready one reached MaxAge and was replaced
 )
 
+// PoolTemplate is what one kind of pooled sandbox is made for: calls of
+// Spec (its wall limit aside, which each call sets) running Args, a
+// process that reads the whole call from its stdin, so it can be started
+// before the call is known. MaxCall is the longest call's time limit.
+type PoolTemplate struct {
+	Name    string // the pool's name in stats and events (a function language)
+	Spec    sandbox.Spec
+	Args    []string
+	MaxCall time.Duration
+}
+
 // PoolEvent is one event of a pool. Took is how long making the sandbox
 // took (PoolMade), or the call (PoolHit); Ready is how many are ready now.
 type PoolEvent struct {
 	Backend  string
-	Language function.Language
+	Template string
 	Event    string
 	Ready    int
 	Took     time.Duration
@@ -65,16 +73,18 @@ type PoolEvent struct {
 
 // PoolStats describe one pool.
 type PoolStats struct {
-	Backend  string            `json:"backend"`
-	Language function.Language `json:"language"`
-	Size     int               `json:"size"`
-	Ready    int               `json:"ready"`
-	Filling  int               `json:"filling"`
-	Hits     uint64            `json:"hits"`
-	Misses   uint64            `json:"misses"`
-	Made     uint64            `json:"made"`
-	Failed   uint64            `json:"failed"`
-	Lost     uint64            `json:"lost"`
+	Backend string `json:"backend"`
+	// Template is the template's name: the daemon's are named for the
+	// function language whose runner they keep, as the wire says.
+	Template string `json:"language"`
+	Size     int    `json:"size"`
+	Ready    int    `json:"ready"`
+	Filling  int    `json:"filling"`
+	Hits     uint64 `json:"hits"`
+	Misses   uint64 `json:"misses"`
+	Made     uint64 `json:"made"`
+	Failed   uint64 `json:"failed"`
+	Lost     uint64 `json:"lost"`
 	// IdleMemory is what the ready sandboxes hold now (see
 	// PoolOptions.MaxIdleMemory).
 	IdleMemory int64 `json:"idle_memory_bytes"`
@@ -85,9 +95,6 @@ type PoolStats struct {
 }
 
 func (o PoolOptions) withDefaults() PoolOptions {
-	if len(o.Languages) == 0 {
-		o.Languages = []function.Language{function.Python, function.JavaScript}
-	}
 	if o.MaxIdleMemory == 0 {
 		o.MaxIdleMemory = 1 * sandbox.GiB
 	}
@@ -107,11 +114,29 @@ func (o PoolOptions) validate() error {
 	if o.MaxIdleMemory < 0 || o.Refill < 0 || o.Refill > 16 || o.MaxAge < 0 {
 		return sandbox.Errorf(sandbox.ErrInvalid, "config_invalid", "pools: max_idle_memory and max_age must not be negative, refill is 1 to 16")
 	}
-	for _, l := range o.Languages {
-		if l != function.Python && l != function.JavaScript {
-			return sandbox.Errorf(sandbox.ErrInvalid, "config_invalid", "pools.languages: unknown language %q (want python or javascript)", l)
+	return nil
+}
+
+// Pool sets, once, the templates the warm pools make sandboxes for: one
+// pool per template and pooled backend. A template is checked as a call
+// of it would be when its pool is made; one that fails shows its error in
+// the pool's stats.
+func (e *Engine) Pool(templates ...PoolTemplate) error {
+	names := map[string]bool{}
+	for _, t := range templates {
+		if t.Name == "" || names[t.Name] || len(t.Args) == 0 || t.MaxCall <= 0 {
+			return sandbox.Errorf(sandbox.ErrInvalid, "config_invalid", "pool template %q: each needs a name of its own, a command and its longest call", t.Name)
 		}
+		names[t.Name] = true
 	}
+	ps := e.pools
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	if ps.templates != nil {
+		return sandbox.Errorf(sandbox.ErrInvalid, "config_invalid", "the pools' templates are set once")
+	}
+	ps.templates = slices.Clone(templates)
+	ps.poke()
 	return nil
 }
 
@@ -125,6 +150,7 @@ type pools struct {
 	opts PoolOptions
 
 	mu        sync.Mutex
+	templates []PoolTemplate // Engine.Pool
 	byKey     map[poolKey]*pool
 	filling   int // sandboxes being made, all pools
 	observers []func(PoolEvent)
@@ -138,15 +164,15 @@ type pools struct {
 }
 
 type poolKey struct {
-	backend string
-	lang    function.Language
+	backend  string
+	template string
 }
 
-// pool is one backend's sandboxes for one language.
+// pool is one backend's sandboxes for one template.
 type pool struct {
 	key     poolKey
 	b       sandbox.Backend
-	tmpl    sandbox.Spec // the calls' spec, wall zeroed (function.Executor.Template)
+	tmpl    sandbox.Spec // the calls' spec, wall zeroed (PoolTemplate.Spec)
 	spec    sandbox.Spec // the pooled sandboxes' spec, prepared
 	args    []string
 	ready   []*warm // oldest first
@@ -221,7 +247,7 @@ func (ps *pools) stats() []PoolStats {
 		if out[i].Backend != out[j].Backend {
 			return out[i].Backend < out[j].Backend
 		}
-		return out[i].Language < out[j].Language
+		return out[i].Template < out[j].Template
 	})
 	return out
 }
@@ -231,7 +257,7 @@ func (ps *pools) notify(p *pool, event string, took time.Duration) {
 	obs, ready := ps.observers, len(p.ready)
 	ps.mu.Unlock()
 	for _, f := range obs {
-		f(PoolEvent{Backend: p.key.backend, Language: p.key.lang, Event: event, Ready: ready, Took: took})
+		f(PoolEvent{Backend: p.key.backend, Template: p.key.template, Event: event, Ready: ready, Took: took})
 	}
 }
 
@@ -260,10 +286,22 @@ func (ps *pools) loop(stop <-chan struct{}) {
 	}
 }
 
+// poolWant is a pool the configuration asks for: its backend and template.
+type poolWant struct {
+	b    sandbox.Backend
+	tmpl PoolTemplate
+}
+
 // wanted are the pools the configuration asks for now: their backends
 // resolved (the default one may change as health changes).
-func (ps *pools) wanted() map[poolKey]sandbox.Backend {
-	out := map[poolKey]sandbox.Backend{}
+func (ps *pools) wanted() map[poolKey]poolWant {
+	out := map[poolKey]poolWant{}
+	ps.mu.Lock()
+	templates := ps.templates
+	ps.mu.Unlock()
+	if len(templates) == 0 {
+		return out
+	}
 	names := ps.opts.Backends
 	if len(names) == 0 {
 		ctx, cancel := context.WithTimeout(ps.ctx, 30*time.Second)
@@ -285,8 +323,8 @@ func (ps *pools) wanted() map[poolKey]sandbox.Backend {
 		if !ok {
 			continue
 		}
-		for _, l := range ps.opts.Languages {
-			out[poolKey{name, l}] = b
+		for _, t := range templates {
+			out[poolKey{name, t.Name}] = poolWant{b, t}
 		}
 	}
 	return out
@@ -316,7 +354,7 @@ func (ps *pools) plan() {
 		keys = append(keys, k)
 	}
 	sort.Slice(keys, func(i, j int) bool {
-		return keys[i].backend+string(keys[i].lang) < keys[j].backend+string(keys[j].lang)
+		return keys[i].backend+"\x00"+keys[i].template < keys[j].backend+"\x00"+keys[j].template
 	})
 	// Round-robin, one fill per pool a round, so that no pool starves
 	// another of the refill slots.
@@ -331,8 +369,8 @@ func (ps *pools) plan() {
 				var err error
 				if p, err = ps.newPool(k, want[k]); err != nil {
 					// Shown in the stats; tried again in a minute.
-					p = &pool{key: k, b: want[k], retry: now.Add(time.Minute)}
-					p.stats = PoolStats{Backend: k.backend, Language: k.lang, Size: ps.opts.Size, Error: err.Error()}
+					p = &pool{key: k, b: want[k].b, retry: now.Add(time.Minute)}
+					p.stats = PoolStats{Backend: k.backend, Template: k.template, Size: ps.opts.Size, Error: err.Error()}
 				}
 				ps.byKey[k] = p
 			}
@@ -350,30 +388,30 @@ func (ps *pools) plan() {
 	}
 }
 
-// newPool is the pool of k on b: the function executor's template for the
-// language under the configured policy and limits. The pooled sandboxes'
-// wall limit is the pool's own, beyond max_limits: it covers the wait in
-// the pool (MaxAge) and then the longest call; each call's timeout is what
-// bounds the program.
-func (ps *pools) newPool(k poolKey, b sandbox.Backend) (*pool, error) {
-	tmpl, args := ps.e.functions.Template(k.lang)
+// newPool is the pool of k: w's template under the configured policy and
+// limits. The pooled sandboxes' wall limit is the pool's own, beyond
+// max_limits: it covers the wait in the pool (MaxAge) and then the longest
+// call; each call's timeout is what bounds the program.
+func (ps *pools) newPool(k poolKey, w poolWant) (*pool, error) {
+	tmpl := w.tmpl.Spec
+	tmpl.Limits.Wall = 0
 	spec, _, err := ps.e.checkSpec(tmpl)
 	if err == nil {
-		err = fits(b, spec)
+		err = fits(w.b, spec)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("the pooled sandboxes' spec: %w", err)
 	}
-	spec.Limits.Wall = ps.opts.MaxAge + function.MaxTimeout + poolMargin
+	spec.Limits.Wall = ps.opts.MaxAge + w.tmpl.MaxCall + poolMargin
 	if tmpl.Limits.CPUTime == 0 && ps.e.opts.Defaults.CPUTime == 0 {
 		// As a call of the longest timeout gets it.
-		spec.Limits.CPUTime = min(function.MaxTimeout+2*time.Second, ps.e.opts.Max.CPUTime)
+		spec.Limits.CPUTime = min(w.tmpl.MaxCall+2*time.Second, ps.e.opts.Max.CPUTime)
 	}
 	if err := spec.Validate(); err != nil { // the wall, changed past its maximum
 		return nil, fmt.Errorf("the pooled sandboxes' spec: %w", err)
 	}
-	return &pool{key: k, b: b, tmpl: tmpl, spec: spec, args: args,
-		stats: PoolStats{Backend: k.backend, Language: k.lang, Size: ps.opts.Size}}, nil
+	return &pool{key: k, b: w.b, tmpl: tmpl, spec: spec, args: slices.Clone(w.tmpl.Args),
+		stats: PoolStats{Backend: k.backend, Template: k.template, Size: ps.opts.Size}}, nil
 }
 
 // idleMemoryLocked is what every ready sandbox holds, and what those being
@@ -425,7 +463,7 @@ func (ps *pools) fill(p *pool) {
 	ps.mu.Unlock()
 	switch {
 	case err != nil:
-		ps.e.opts.Logger.Warn("warm pool: making a sandbox failed", "backend", p.key.backend, "language", p.key.lang, "err", err)
+		ps.e.opts.Logger.Warn("warm pool: making a sandbox failed", "backend", p.key.backend, "template", p.key.template, "err", err)
 		ps.notify(p, PoolFailed, took)
 	case closed:
 		w.close()
@@ -500,7 +538,7 @@ func (ps *pools) watch(p *pool, w *warm) {
 	}
 	ps.mu.Unlock()
 	if lost {
-		ps.e.opts.Logger.Warn("warm pool: a ready sandbox ended before a call took it", "backend", p.key.backend, "language", p.key.lang, "why", why)
+		ps.e.opts.Logger.Warn("warm pool: a ready sandbox ended before a call took it", "backend", p.key.backend, "template", p.key.template, "why", why)
 		w.close()
 		ps.notify(p, PoolLost, 0)
 		ps.poke()
@@ -588,7 +626,7 @@ func (ps *pools) take(b string, spec sandbox.Spec, p *sandbox.Process, timeout t
 }
 
 // serves says whether a call of spec and p is one the pool's sandboxes
-// are made for: the function executor's template, but for the wall.
+// are made for: the template's, but for the wall.
 func (p *pool) serves(spec sandbox.Spec, proc *sandbox.Process) bool {
 	l := spec.Limits
 	l.Wall = 0
@@ -634,7 +672,7 @@ func (w *warm) call(ctx context.Context, in []byte, timeout time.Duration) (*san
 	return res, nil
 }
 
-// call runs a function call of spec and p on backend b in a warm sandbox,
+// call runs a call of spec and p on backend b in a warm sandbox,
 // when a pool serves it and has one ready; ok is false otherwise (the
 // caller starts a cold one).
 func (ps *pools) call(ctx context.Context, b string, spec sandbox.Spec, p *sandbox.Process) (res *sandbox.Result, ok bool, err error) {

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -126,21 +127,42 @@ func (x *poolBox) Exec(ctx context.Context, p *sandbox.Process) (*sandbox.Result
 		Stdout: `{"ok":true,"data":"` + x.id + `","stdout":"","stdout_truncated":false}` + "\n"}, nil
 }
 
-// poolEngine starts an engine on a fresh poolBackend b with pools o (one
-// language, python, unless o says).
+// poolEngine starts an engine on a fresh poolBackend b with pools o of
+// the Python function runner, as the daemon sets them.
 func poolEngine(t *testing.T, b *poolBackend, o PoolOptions) *Engine {
 	t.Helper()
 	pooled.Store(b)
-	if o.Languages == nil {
-		o.Languages = []function.Language{function.Python}
-	}
-	e, err := New(Options{Backend: "t-pool", Backends: []string{"t-pool"}, Pools: o, Functions: function.Options{Concurrency: 8}})
+	e, err := New(Options{Backend: "t-pool", Backends: []string{"t-pool"}, Pools: o})
 	if err != nil {
+		t.Fatal(err)
+	}
+	spec, args := function.Template(function.Python, fnOptions)
+	if err := e.Pool(PoolTemplate{Name: "python", Spec: spec, Args: args, MaxCall: function.MaxTimeout}); err != nil {
 		t.Fatal(err)
 	}
 	e.Start()
 	t.Cleanup(e.Close)
 	return e
+}
+
+// fnOptions are the tests' function executors'.
+var fnOptions = function.Options{Concurrency: 8}
+
+// executors are the function executors over engines (fns), one each.
+var executors sync.Map
+
+// fns is the function executor over e, as the daemon makes one: calls
+// and lints through e.Call.
+func fns(e *Engine) *function.Executor {
+	if fx, ok := executors.Load(e); ok {
+		return fx.(*function.Executor)
+	}
+	fx, err := function.New(function.EngineFunc(e.Call), fnOptions)
+	if err != nil {
+		panic(err)
+	}
+	got, _ := executors.LoadOrStore(e, fx)
+	return got.(*function.Executor)
 }
 
 // waitPool waits until the pool has ready sandboxes ready, and returns
@@ -161,7 +183,7 @@ func waitPool(t *testing.T, e *Engine, ready int) PoolStats {
 }
 
 func call(e *Engine, timeout time.Duration) *function.Response {
-	return e.Functions().Execute(context.Background(), &function.Request{Code: "def main(): pass", Timeout: function.Duration(timeout)})
+	return fns(e).Execute(context.Background(), &function.Request{Code: "def main(): pass", Timeout: function.Duration(timeout)})
 }
 
 // TestPoolServesEachCallAFreshSandbox: every call takes a sandbox of its
@@ -254,7 +276,7 @@ func TestPoolTimeoutAndCancel(t *testing.T) {
 	waitPool(t, e, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
-	r = e.Functions().Execute(ctx, &function.Request{Code: "def main(): pass"})
+	r = fns(e).Execute(ctx, &function.Request{Code: "def main(): pass"})
 	if r.OK || r.Code != function.CodeInterrupted {
 		t.Fatalf("a cancelled call: %+v", r)
 	}
@@ -382,7 +404,7 @@ func TestPoolOnlyForFunctionCalls(t *testing.T) {
 	b := &poolBackend{}
 	e := poolEngine(t, b, PoolOptions{Size: 1})
 	waitPool(t, e, 1)
-	_, args := e.Functions().Template(function.Python)
+	_, args := function.Template(function.Python, fnOptions)
 	res, err := e.Run(context.Background(), sandbox.Selection{}, sandbox.Spec{}, &sandbox.Process{Args: args, Stdin: nil})
 	if err != nil || res.Reason != sandbox.ReasonExited {
 		t.Fatalf("run: %+v %v", res, err)
@@ -400,7 +422,6 @@ func TestPoolOptionsBounds(t *testing.T) {
 	}{
 		{PoolOptions{Size: 64}, true}, {PoolOptions{Size: 65}, false}, {PoolOptions{Size: -1}, false},
 		{PoolOptions{Size: 1, Refill: 16}, true}, {PoolOptions{Size: 1, Refill: 17}, false},
-		{PoolOptions{Size: 1, Languages: []function.Language{"ruby"}}, false},
 		{PoolOptions{Size: 1, Backends: []string{"nope"}}, false},
 	} {
 		pooled.Store(&poolBackend{})
@@ -411,5 +432,30 @@ func TestPoolOptionsBounds(t *testing.T) {
 		if e != nil {
 			e.Close()
 		}
+	}
+}
+
+// TestPoolTemplates: Pool takes its templates once, each with a name of
+// its own, a command and a longest call.
+func TestPoolTemplates(t *testing.T) {
+	pooled.Store(&poolBackend{})
+	e, err := New(Options{Backend: "t-pool", Backends: []string{"t-pool"}, Pools: PoolOptions{Size: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	ok := PoolTemplate{Name: "a", Args: []string{"x"}, MaxCall: time.Second}
+	for _, bad := range [][]PoolTemplate{
+		{{Args: ok.Args, MaxCall: ok.MaxCall}}, {{Name: "a", MaxCall: ok.MaxCall}}, {{Name: "a", Args: ok.Args}}, {ok, ok},
+	} {
+		if err := e.Pool(bad...); !errors.Is(err, sandbox.ErrInvalid) {
+			t.Errorf("Pool(%+v) = %v, want invalid", bad, err)
+		}
+	}
+	if err := e.Pool(ok, PoolTemplate{Name: "b", Args: ok.Args, MaxCall: ok.MaxCall}); err != nil {
+		t.Fatalf("Pool of two templates: %v", err)
+	}
+	if err := e.Pool(ok); !errors.Is(err, sandbox.ErrInvalid) {
+		t.Errorf("Pool a second time = %v, want invalid", err)
 	}
 }

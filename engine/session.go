@@ -45,7 +45,7 @@ type SessionOptions struct {
 	// sandbox.HostSessionMemory(). See the package doc for why.
 	FileMemory int64
 	// Replica is this execbox's name among the replicas of one deployment:
-	// session ids begin with it and a dot (package internal/replica), so
+	// session ids begin with it and a dot (package internal/daemon/replica), so
 	// any replica can tell which one holds a session. "" = alone.
 	Replica string
 }
@@ -327,7 +327,7 @@ func (e *Engine) OpenSession(ctx context.Context, owner Owner, req SessionReques
 }
 
 // sessionID is the id of a session of sandbox id in replica ("" = alone);
-// internal/replica.Of reads the replica back.
+// internal/daemon/replica.Of reads the replica back.
 func sessionID(replica, id string) string {
 	if replica == "" {
 		return id

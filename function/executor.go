@@ -2,6 +2,7 @@ package function
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"runtime"
@@ -12,7 +13,8 @@ import (
 
 // Engine runs one sandboxed process to its end: choosing the backend for
 // sel, applying the configured policy and limits, Create → Exec → Close.
-// The engine package's Engine is the one that matters. A process that
+// The one that matters is engine.Engine.Call (through EngineFunc), whose
+// warm pools may hold a runner started ahead from Template. A process that
 // fails, times out or is killed is a Result with a Reason; an error means
 // it could not be run (ErrUnavailable: the isolation asked for is not
 // there).
@@ -81,12 +83,6 @@ func New(en Engine, o Options) (*Executor, error) {
 	}
 	if o.DefaultTimeout < MinTimeout || o.DefaultTimeout > MaxTimeout {
 		return nil, sandbox.Errorf(sandbox.ErrInvalid, CodeInvalidRequest, "function executor: default timeout %v is out of range (1s to 60s)", o.DefaultTimeout)
-	}
-	if o.Python == "" {
-		o.Python = "python3"
-	}
-	if o.Node == "" {
-		o.Node = "node"
 	}
 	return &Executor{engine: en, opts: o, slots: make(chan struct{}, o.Concurrency), backstop: backstop}, nil
 }
@@ -195,17 +191,22 @@ func (e *Executor) run(ctx context.Context, req *Request, in []byte) *Response {
 	return resp
 }
 
-// Template is the sandbox spec and the command of every call in lang: the
-// same for all of them but for the spec's wall limit, which each call sets
-// to its timeout (left zero here). The runner reads the whole call from
-// its stdin, so a warm pool may start it before the call is known.
-func (e *Executor) Template(lang Language) (sandbox.Spec, []string) {
-	limits := e.opts.Limits
+// Template is the sandbox spec and the command of every call in lang by
+// an Executor made with o: the same for all of them but for the spec's
+// wall limit, which each call sets to its timeout (left zero here). The
+// runner reads the whole call from its stdin, so a warm pool
+// (engine.PoolTemplate) may start it before the call is known; no call
+// takes longer than MaxTimeout.
+func Template(lang Language, o Options) (sandbox.Spec, []string) {
+	limits := o.Limits
 	limits.Wall = 0
 	limits.Output = protocolOutput
 	limits.OutputLimitKill = false
-	return sandbox.Spec{Limits: limits}, command(lang, e.opts.Python, e.opts.Node)
+	return sandbox.Spec{Limits: limits}, command(lang, cmp.Or(o.Python, "python3"), cmp.Or(o.Node, "node"))
 }
+
+// Template is Template(lang) under e's options.
+func (e *Executor) Template(lang Language) (sandbox.Spec, []string) { return Template(lang, e.opts) }
 
 func engineFailure(err error) *Response {
 	switch code := codeOf(err); code {

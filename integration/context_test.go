@@ -11,7 +11,7 @@ import (
 	"time"
 
 	v1 "github.com/execbox/execbox/api/v1"
-	"github.com/execbox/execbox/internal/auth"
+	"github.com/execbox/execbox/internal/daemon/auth"
 )
 
 // TestSessionContextsOnBackends: on every isolating backend here, through

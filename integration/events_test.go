@@ -18,8 +18,8 @@ import (
 	v1 "github.com/execbox/execbox/api/v1"
 	"github.com/execbox/execbox/client"
 	"github.com/execbox/execbox/event"
+	"github.com/execbox/execbox/internal/daemon/webhook"
 	"github.com/execbox/execbox/internal/testutil"
-	"github.com/execbox/execbox/internal/webhook"
 	"github.com/execbox/execbox/sandbox"
 )
 

@@ -11,8 +11,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/execbox/execbox/internal/auth"
-	"github.com/execbox/execbox/internal/mcpserver"
+	"github.com/execbox/execbox/internal/daemon/auth"
+	"github.com/execbox/execbox/internal/daemon/mcpserver"
 	"github.com/execbox/execbox/sandbox"
 )
 

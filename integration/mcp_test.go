@@ -17,7 +17,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	v1 "github.com/execbox/execbox/api/v1"
-	"github.com/execbox/execbox/internal/mcpserver"
+	"github.com/execbox/execbox/internal/daemon/mcpserver"
 )
 
 // TestMCPStdio drives `execbox mcp` with the MCP SDK's own client:

@@ -27,8 +27,8 @@ import (
 	v1 "github.com/execbox/execbox/api/v1"
 	"github.com/execbox/execbox/client"
 	"github.com/execbox/execbox/function"
-	"github.com/execbox/execbox/internal/auth"
-	"github.com/execbox/execbox/internal/cgroups"
+	"github.com/execbox/execbox/internal/daemon/auth"
+	"github.com/execbox/execbox/internal/host/cgroups"
 	"github.com/execbox/execbox/internal/testutil"
 	"github.com/execbox/execbox/sandbox"
 )

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/execbox/execbox/internal/auth"
-	"github.com/execbox/execbox/internal/cgroups"
+	"github.com/execbox/execbox/internal/daemon/auth"
+	"github.com/execbox/execbox/internal/host/cgroups"
 	"github.com/execbox/execbox/sandbox"
 )
 

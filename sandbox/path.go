@@ -11,7 +11,7 @@ const (
 // CheckPath validates a caller-supplied path inside the work dir: relative,
 // clean of "..", NUL and empty components, and within the length bounds. It
 // cannot see symlinks; writers must also refuse to pass through one (see
-// internal/workdir). Every error is ErrInvalid and names the path.
+// internal/host/workdir). Every error is ErrInvalid and names the path.
 func CheckPath(p string) error {
 	bad := func(why string) error {
 		return Errorf(ErrInvalid, "path_invalid", "path %q: %s", p, why)

@@ -64,7 +64,7 @@ func (s Settings) Root() string {
 // $XDG_RUNTIME_DIR/execbox (a private per-user directory the session
 // manager made), or, without one, os.TempDir()/execbox-<uid>, which
 // execbox creates 0711 and refuses to use when another user got there
-// first (see internal/workdir).
+// first (see internal/host/workdir).
 func DefaultWorkRoot() string {
 	uid := os.Geteuid()
 	if uid == 0 {

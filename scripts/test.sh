@@ -101,8 +101,8 @@ if [ ${#need[@]} -gt 0 ]; then
 	DEBIAN_FRONTEND=noninteractive INITRD=No apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
 
-stage "the web playground: built from web/ as committed in internal/webui/dist"
-# The binary embeds internal/webui/dist, committed so that a build needs no
+stage "the web playground: built from web/ as committed in internal/daemon/webui/dist"
+# The binary embeds internal/daemon/webui/dist, committed so that a build needs no
 # Node; a source change not built and committed with it fails here. It is
 # built beside the tree (go vet reads the tree meanwhile) and compared; the
 # gzip copies are left out: another zlib may pack the same bytes
@@ -110,8 +110,8 @@ stage "the web playground: built from web/ as committed in internal/webui/dist"
 webout=$(mktemp -d)
 cleanups+=("rm -rf '$webout'")
 (cd web && npm ci --no-audit --no-fund --loglevel=error && npm run -s check && PLAYGROUND_OUT="$webout/dist" npm run -s build)
-if ! diff -r -q --exclude='*.gz' "$webout/dist" internal/webui/dist >&2; then
-	echo "internal/webui/dist is not what web/ builds: run npm run build in web/ and commit the result" >&2
+if ! diff -r -q --exclude='*.gz' "$webout/dist" internal/daemon/webui/dist >&2; then
+	echo "internal/daemon/webui/dist is not what web/ builds: run npm run build in web/ and commit the result" >&2
 	exit 1
 fi
 

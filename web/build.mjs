@@ -1,4 +1,4 @@
-// Builds the playground into ../internal/webui/dist, which the execbox
+// Builds the playground into ../internal/daemon/webui/dist, which the execbox
 // binary embeds: assets under assets/ with content hashes in their names
 // (cached long), each with a gzip copy, and index.html naming them.
 import * as esbuild from "esbuild";
@@ -9,7 +9,7 @@ import { fileURLToPath } from "node:url";
 
 const here = dirname(fileURLToPath(import.meta.url));
 // PLAYGROUND_OUT builds elsewhere (the test script compares the two).
-const out = process.env.PLAYGROUND_OUT || join(here, "..", "internal", "webui", "dist");
+const out = process.env.PLAYGROUND_OUT || join(here, "..", "internal", "daemon", "webui", "dist");
 rmSync(out, { recursive: true, force: true });
 mkdirSync(join(out, "assets"), { recursive: true });
 

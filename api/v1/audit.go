@@ -58,7 +58,7 @@ type AuditRecord struct {
 	Duration time.Duration  `json:"duration_ns"`
 	Usage    *sandbox.Usage `json:"usage,omitempty"`
 	// CodeSHA256 is the hex SHA-256 of the whole request (command or code,
-	// files, stdin, …; see internal/audit.RequestHash); Code is the code
+	// files, stdin, …; see internal/daemon/audit.RequestHash); Code is the code
 	// that ran (a run's command as a JSON array), at most 64 KiB of it, when
 	// audit.store_code is set.
 	CodeSHA256 string `json:"code_sha256,omitempty"`

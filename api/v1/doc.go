@@ -1,5 +1,5 @@
 // Package v1 holds the wire types of execbox's HTTP API v1, shared by the
-// server (internal/server), the Go client (client) and the MCP adapter, and
+// server (internal/daemon/server), the Go client (client) and the MCP adapter, and
 // the OpenAPI 3.1 document that describes the API (OpenAPIYAML).
 //
 // The package is a leaf: it imports the standard library and the
@@ -9,7 +9,7 @@
 // (client's TestDependencies holds both to it). Where a type of the
 // contract is itself what travels (sandbox.Result, Usage, Limits in their
 // JSON form) the wire uses it; every other shape has its own type here,
-// with the same JSON as the type it mirrors, and internal/server converts.
+// with the same JSON as the type it mirrors, and internal/daemon/server converts.
 //
 // One concept a file: run.go (POST /v1/runs), stream.go (its streamed
 // events), function.go (function calls and lints), health.go (health,

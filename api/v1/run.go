@@ -158,9 +158,7 @@ func (r *RunRequest) Build(base sandbox.Policy) (sandbox.Spec, *sandbox.Process,
 	}
 	spec.Image, spec.Scope = r.Image, r.Scope
 	spec.Policy.TmpExec = spec.Policy.TmpExec || r.TmpExec
-	if err := spec.Limits.Validate(); err != nil {
-		return spec, nil, &FieldError{Field: "limits", Err: err}
-	}
+	// The limits are the engine's to check (engine.Engine.Plan), once.
 	if err := sandbox.CheckEnv(spec.Env); err != nil {
 		return spec, nil, &FieldError{Field: "env", Err: err}
 	}

@@ -69,7 +69,6 @@ func TestBuild(t *testing.T) {
 		{RunRequest{Command: []string{"a"}, Files: map[string][]byte{"/etc/x": nil}}, sandbox.ErrInvalid, "files"},
 		{RunRequest{Command: []string{"a"}, Network: "host"}, sandbox.ErrDenied, "network"},
 		{RunRequest{Command: []string{"a"}, Network: "bridge"}, sandbox.ErrInvalid, "network"},
-		{RunRequest{Command: []string{"a"}, Limits: sandbox.Limits{Pids: -1}}, sandbox.ErrInvalid, "limits"},
 		{RunRequest{Command: []string{"a"}, Env: map[string]string{"": "x"}}, sandbox.ErrInvalid, "env"},
 		{RunRequest{Command: []string{"a"}, Dir: "../up"}, sandbox.ErrInvalid, ""},
 	} {

@@ -44,9 +44,7 @@ func (r *SessionRequest) Build(base sandbox.Policy) (sandbox.Spec, error) {
 			return spec, &FieldError{Field: "files", Err: err}
 		}
 	}
-	if err := spec.Limits.Validate(); err != nil {
-		return spec, &FieldError{Field: "limits", Err: err}
-	}
+	// The limits are the engine's to check (OpenSession), once.
 	if err := sandbox.CheckEnv(spec.Env); err != nil {
 		return spec, &FieldError{Field: "env", Err: err}
 	}

@@ -61,7 +61,6 @@ func TestSessionRequestBuild(t *testing.T) {
 		{"bad file path", SessionRequest{Files: map[string][]byte{"../x": nil}}, "files"},
 		{"negative ttl", SessionRequest{TTL: -1}, "ttl"},
 		{"negative idle", SessionRequest{IdleTimeout: -1}, "idle_timeout"},
-		{"bad limits", SessionRequest{Limits: sandbox.Limits{Memory: -1}}, "limits"},
 	} {
 		_, err := c.req.Build(sandbox.Policy{})
 		if c.field == "" {

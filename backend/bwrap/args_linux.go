@@ -6,8 +6,8 @@ import (
 	"strconv"
 
 	"github.com/execbox/execbox/backend/internal/hostbase"
-	"github.com/execbox/execbox/internal/hostview"
-	"github.com/execbox/execbox/internal/reexec"
+	"github.com/execbox/execbox/internal/host/hostview"
+	"github.com/execbox/execbox/internal/host/reexec"
 	"github.com/execbox/execbox/sandbox"
 )
 

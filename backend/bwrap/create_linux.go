@@ -10,8 +10,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/execbox/execbox/backend/internal/hostbase"
-	"github.com/execbox/execbox/internal/cleanup"
-	"github.com/execbox/execbox/internal/hostview"
+	"github.com/execbox/execbox/internal/host/cleanup"
+	"github.com/execbox/execbox/internal/host/hostview"
 	"github.com/execbox/execbox/sandbox"
 )
 

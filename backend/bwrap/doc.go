@@ -1,5 +1,5 @@
 // Package bwrap runs sandboxes with bubblewrap (the bwrap binary), under
-// the same policy as the native backend: the host view of internal/hostview
+// the same policy as the native backend: the host view of internal/host/hostview
 // read-only, a size-limited noexec /tmp and work dir, every namespace
 // unshared, uid 65534, no capabilities, execbox's seccomp filter and a
 // cgroup for memory, pids and CPU. Isolation level: process. It needs
@@ -16,13 +16,13 @@
 //	4    execbox's own executable, opened once
 //	5    bwrap's arguments, NUL-separated (--args 5), so /proc/1/cmdline
 //	     in the sandbox shows none of them
-//	6    the seccomp program (--seccomp 6; internal/seccomp.Bytes)
+//	6    the seccomp program (--seccomp 6; internal/host/seccomp.Bytes)
 //	7    --info-fd: bwrap reports the sandbox's host PID
 //	8    --block-fd: the sandbox waits here until it is in its cgroup
 //	9…   one memfd per generated /etc file (--file)
 //
 // and argv `bwrap --args 5 -- /proc/self/fd/4 execbox-reexec:bwrap-init`
-// (internal/reexec's marker of the entry point as the one argument: bwrap
+// (internal/host/reexec's marker of the entry point as the one argument: bwrap
 // sets argv[0] itself). The arguments are, in order:
 //
 //	--unshare-all [--share-net for network=host] --die-with-parent
@@ -77,7 +77,7 @@
 // is not dumpable (the program can neither ptrace it nor read its /proc
 // files), marks every fd above 2 close-on-exec, reads the config (argv,
 // env, work dir, rlimits: nofile, fsize, cpu, core 0) from the socket in
-// internal/nsinit's framing (WriteMsg/ReadMsg), starts the
+// internal/host/nsinit's framing (WriteMsg/ReadMsg), starts the
 // program, reaps until it ends and reports the exact wait status — bwrap
 // alone folds a signal into exit code 128+n. It catches the signals on
 // which the Go runtime would exit, so kill(1, …) from the program cannot

@@ -17,10 +17,10 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/execbox/execbox/backend/internal/hostbase"
-	"github.com/execbox/execbox/internal/cleanup"
-	"github.com/execbox/execbox/internal/hostview"
-	"github.com/execbox/execbox/internal/nsinit"
-	"github.com/execbox/execbox/internal/proc"
+	"github.com/execbox/execbox/internal/host/cleanup"
+	"github.com/execbox/execbox/internal/host/hostview"
+	"github.com/execbox/execbox/internal/host/nsinit"
+	"github.com/execbox/execbox/internal/host/proc"
 	"github.com/execbox/execbox/sandbox"
 )
 

@@ -179,7 +179,7 @@ func TestHealthUnavailable(t *testing.T) {
 }
 
 // TestVersionAskedOnce: `bwrap --version` is asked once per binary and
-// kept in the state dir (internal/binfacts), so that the next process —
+// kept in the state dir (internal/host/binfacts), so that the next process —
 // a CLI call that `auto` probes bwrap in — does not start bwrap to ask.
 func TestVersionAskedOnce(t *testing.T) {
 	testutil.RequiresRoot(t, Name)

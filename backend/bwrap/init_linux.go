@@ -10,8 +10,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/execbox/execbox/internal/nsinit"
-	"github.com/execbox/execbox/internal/reexec"
+	"github.com/execbox/execbox/internal/host/nsinit"
+	"github.com/execbox/execbox/internal/host/reexec"
 )
 
 // The sandbox init is this binary's reexec entry point initEntry, executed

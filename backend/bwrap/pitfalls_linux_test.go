@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/execbox/execbox/backend/internal/hostbase"
-	"github.com/execbox/execbox/internal/reexec"
+	"github.com/execbox/execbox/internal/host/reexec"
 	"github.com/execbox/execbox/internal/testutil"
 	"github.com/execbox/execbox/sandbox"
 )

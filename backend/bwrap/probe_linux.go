@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/execbox/execbox/backend/internal/hostbase"
-	"github.com/execbox/execbox/internal/binfacts"
-	"github.com/execbox/execbox/internal/cleanup"
-	"github.com/execbox/execbox/internal/seccomp"
+	"github.com/execbox/execbox/internal/host/binfacts"
+	"github.com/execbox/execbox/internal/host/cleanup"
+	"github.com/execbox/execbox/internal/host/seccomp"
 	"github.com/execbox/execbox/sandbox"
 )
 

@@ -8,9 +8,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/execbox/execbox/internal/hostview"
+	"github.com/execbox/execbox/internal/host/hostview"
+	"github.com/execbox/execbox/internal/host/workdir"
 	"github.com/execbox/execbox/internal/testutil"
-	"github.com/execbox/execbox/internal/workdir"
 	"github.com/execbox/execbox/sandbox"
 )
 

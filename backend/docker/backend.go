@@ -14,8 +14,8 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/client"
 
-	"github.com/execbox/execbox/internal/hostview"
-	"github.com/execbox/execbox/internal/owner"
+	"github.com/execbox/execbox/internal/host/hostview"
+	"github.com/execbox/execbox/internal/host/owner"
 	"github.com/execbox/execbox/sandbox"
 )
 

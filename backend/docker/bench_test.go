@@ -22,7 +22,7 @@ import (
 	v1 "github.com/execbox/execbox/api/v1"
 	exclient "github.com/execbox/execbox/client"
 	"github.com/execbox/execbox/engine"
-	"github.com/execbox/execbox/internal/server"
+	"github.com/execbox/execbox/internal/daemon/server"
 	"github.com/execbox/execbox/internal/testutil"
 	"github.com/execbox/execbox/sandbox"
 )

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/execbox/execbox/internal/config"
+	"github.com/execbox/execbox/internal/daemon/config"
 	"github.com/execbox/execbox/sandbox"
 )
 

@@ -88,6 +88,6 @@ func downCause(err error) string {
 // execbox never pulls.
 func (b *Backend) imageMissing(image string) error {
 	return sandbox.Errorf(sandbox.ErrUnavailable, "image_missing",
-		"docker image %s is not present in the engine at %s and execbox never pulls; build it with `execbox image build python --offline` (no registry needed) or `docker build -t %s internal/image/dockerfiles/python`",
+		"docker image %s is not present in the engine at %s and execbox never pulls; build it with `execbox image build python --offline` (no registry needed) or `docker build -t %s internal/host/image/dockerfiles/python`",
 		image, b.host, image)
 }

@@ -104,7 +104,7 @@ func (b *Backend) runKeeper(ctx context.Context, c *ctr, e execSpec) (*execEnd, 
 	defer timer.Stop()
 	if ctx.Err() != nil {
 		// Done before the program could run: canceled, never raced
-		// against its own end (as internal/proc does).
+		// against its own end (as internal/host/proc does).
 		end.reason = sandbox.ReasonCanceled
 	}
 	for end.reason == "" {

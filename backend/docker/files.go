@@ -25,7 +25,7 @@ const (
 	// instead of the archive upload: the engine extracts with whole paths,
 	// and /work/ plus a path near PATH_MAX does not fit in one.
 	longPath = 2048
-	// maxEntries and maxDepth bound what Artifacts visits, as in internal/workdir.
+	// maxEntries and maxDepth bound what Artifacts visits, as in internal/host/workdir.
 	maxEntries = 100_000
 	maxDepth   = 64
 )

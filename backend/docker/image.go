@@ -10,7 +10,7 @@ import (
 
 	"github.com/moby/moby/client"
 
-	"github.com/execbox/execbox/internal/image"
+	"github.com/execbox/execbox/internal/host/image"
 	"github.com/execbox/execbox/sandbox"
 )
 
@@ -59,7 +59,7 @@ func ImportOffline(ctx context.Context, host string, r image.Recipe, ref string,
 }
 
 // BuildDockerfile builds image name from its Dockerfile (see
-// internal/image) with the engine at host (which pulls the base image),
+// internal/host/image) with the engine at host (which pulls the base image),
 // tagged ref; the build output goes to progress.
 func BuildDockerfile(ctx context.Context, host, name, ref string, progress io.Writer) (string, error) {
 	bctx, err := image.BuildContext(name)

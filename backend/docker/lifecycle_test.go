@@ -19,8 +19,8 @@ import (
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
 
-	"github.com/execbox/execbox/internal/image"
-	"github.com/execbox/execbox/internal/owner"
+	"github.com/execbox/execbox/internal/host/image"
+	"github.com/execbox/execbox/internal/host/owner"
 	"github.com/execbox/execbox/internal/testutil"
 	"github.com/execbox/execbox/sandbox"
 )

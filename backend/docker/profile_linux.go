@@ -3,7 +3,7 @@ package docker
 import (
 	"sync"
 
-	"github.com/execbox/execbox/internal/seccomp"
+	"github.com/execbox/execbox/internal/host/seccomp"
 )
 
 // seccompProfile is execbox's seccomp policy as a Docker profile (it blocks

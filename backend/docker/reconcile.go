@@ -9,7 +9,7 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/client"
 
-	"github.com/execbox/execbox/internal/owner"
+	"github.com/execbox/execbox/internal/host/owner"
 )
 
 // Reconcile removes the containers and volumes that an earlier execbox left

@@ -12,7 +12,7 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/execbox/execbox/backend/internal/hostbase"
-	"github.com/execbox/execbox/internal/hostview"
+	"github.com/execbox/execbox/internal/host/hostview"
 	"github.com/execbox/execbox/sandbox"
 )
 

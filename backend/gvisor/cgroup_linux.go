@@ -8,7 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/execbox/execbox/internal/cgroups"
+	"github.com/execbox/execbox/internal/host/cgroups"
 )
 
 // runsc is given a sandbox cgroup's Path (linux.cgroupsPath): it joins the
@@ -17,7 +17,7 @@ import (
 // …), which Host.Cgroups.Hierarchies lists.
 
 // removeExtra removes the leaf name runsc made in hierarchies, except the
-// directories in own (the leaves internal/cgroups made); runsc removes
+// directories in own (the leaves internal/host/cgroups made); runsc removes
 // them itself unless it was killed. Only empty directories can be removed.
 func removeExtra(hierarchies []string, name string, own ...string) {
 	for _, mp := range hierarchies {
@@ -30,7 +30,7 @@ func removeExtra(hierarchies []string, name string, own ...string) {
 }
 
 // reconcileExtra removes leaves of dead execbox processes from every v1
-// hierarchy (internal/cgroups has killed their processes and removed its
+// hierarchy (internal/host/cgroups has killed their processes and removed its
 // own leaves already).
 func reconcileExtra(hierarchies []string) {
 	for _, mp := range hierarchies {

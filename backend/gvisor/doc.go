@@ -8,10 +8,10 @@
 // The bundle's root is a small skeleton directory made per sandbox and
 // marked read-only: mount points, the merged-/usr symlinks and the
 // generated /etc files (passwd, group, hosts, hostname). On top of it is
-// the host view every host-sharing backend uses (internal/hostview):
+// the host view every host-sharing backend uses (internal/host/hostview):
 // read-only bind mounts of /usr and a few /etc entries. /tmp and /dev/shm
 // are gVisor tmpfs mounts with a size; /work is the sandbox's work dir
-// (internal/workdir) on a size-limited host tmpfs, bind-mounted read-write;
+// (internal/host/workdir) on a size-limited host tmpfs, bind-mounted read-write;
 // /proc, /sys and /dev are gVisor's own. The program runs as uid and gid
 // 65534 with no capabilities, no_new_privs, execbox's seccomp policy
 // (enforced by the sentry, --oci-seccomp), the rlimits nofile, fsize, cpu,
@@ -40,7 +40,7 @@
 // call does not ask again; a rebuilt runsc is asked anew, and a kept file
 // that someone else could have written is ignored.
 //
-// Limits on the whole sandbox come from a cgroup made with internal/cgroups
+// Limits on the whole sandbox come from a cgroup made with internal/host/cgroups
 // before runsc starts and named in the bundle (linux.cgroupsPath): runsc
 // starts the sentry, the gofer and the platform's stub processes inside it
 // (and nothing else: `runsc run` itself stays outside and runs no program
@@ -67,7 +67,7 @@
 // Each sandbox has its own directory under the work root: the bundle
 // (config.json and the skeleton root), runsc's --root state dir, runsc's
 // logs and the work dir. The container id is execbox-<sandbox id>. Exec
-// runs `runsc run` under internal/proc. Killing it (timeout, cancel, output
+// runs `runsc run` under internal/host/proc. Killing it (timeout, cancel, output
 // limit, CPU limit, Close) is `runsc kill --all <id> KILL` and a moment for
 // runsc to take the sandbox down, then SIGKILL to whatever of the sandbox is
 // left in its cgroup (sentry, gofer, ptrace stubs), then the runsc process.

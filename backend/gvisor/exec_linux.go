@@ -13,9 +13,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/execbox/execbox/internal/cgroups"
-	"github.com/execbox/execbox/internal/proc"
-	"github.com/execbox/execbox/internal/workdir"
+	"github.com/execbox/execbox/internal/host/cgroups"
+	"github.com/execbox/execbox/internal/host/proc"
+	"github.com/execbox/execbox/internal/host/workdir"
 	"github.com/execbox/execbox/sandbox"
 )
 

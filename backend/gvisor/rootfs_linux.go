@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/execbox/execbox/internal/hostview"
+	"github.com/execbox/execbox/internal/host/hostview"
 	"golang.org/x/sys/unix"
 )
 

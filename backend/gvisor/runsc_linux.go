@@ -17,7 +17,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/execbox/execbox/internal/proc"
+	"github.com/execbox/execbox/internal/host/proc"
 	"github.com/execbox/execbox/sandbox"
 )
 

@@ -1,9 +1,9 @@
 package gvisor
 
-import "github.com/execbox/execbox/internal/binfacts"
+import "github.com/execbox/execbox/internal/host/binfacts"
 
 // runscCacheFile is where, in the state dir, what runsc said about itself
-// is kept between execbox processes (internal/binfacts): asking it
+// is kept between execbox processes (internal/host/binfacts): asking it
 // (version, platforms, flags and the syscall table) takes four runsc
 // starts, 50–150 ms, which every CLI call would otherwise pay.
 const runscCacheFile = "gvisor-runsc.json"

@@ -10,7 +10,7 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 
-	"github.com/execbox/execbox/internal/seccomp"
+	"github.com/execbox/execbox/internal/host/seccomp"
 )
 
 // The sentry enforces execbox's seccomp policy itself (--oci-seccomp), and
@@ -52,7 +52,7 @@ type policy struct {
 }
 
 // hostSyscalls is the running architecture's syscall table as
-// internal/seccomp names the policy's syscalls, and runsc's name for it.
+// internal/host/seccomp names the policy's syscalls, and runsc's name for it.
 func hostSyscalls() (map[string]int, string, error) {
 	switch runtime.GOARCH {
 	case "amd64":

@@ -13,8 +13,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/execbox/execbox/internal/host/workdir"
 	"github.com/execbox/execbox/internal/testutil"
-	"github.com/execbox/execbox/internal/workdir"
 	"github.com/execbox/execbox/sandbox"
 )
 

@@ -12,7 +12,7 @@
 // (stdinOnce). execbox attaches to that container (the attach
 // subresource, WebSocket with an SPDY fallback) and speaks to the agent
 // through its stdin and stdout the same HTTP/2 protocol the microvm
-// backend speaks over its virtio-serial port (package internal/guest):
+// backend speaks over its virtio-serial port (package internal/host/guest):
 // Exec with its stdin and output streamed, the session file calls,
 // Artifacts. Inside, the agent makes the sandbox with the local backend:
 // the Pod is the isolation, the local backend the runner (environment

@@ -21,8 +21,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/execbox/execbox/backend/internal/warm"
-	"github.com/execbox/execbox/internal/guest"
-	"github.com/execbox/execbox/internal/owner"
+	"github.com/execbox/execbox/internal/host/guest"
+	"github.com/execbox/execbox/internal/host/owner"
 	"github.com/execbox/execbox/sandbox"
 )
 

@@ -21,7 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/remotecommand"
 
-	"github.com/execbox/execbox/internal/guest"
+	"github.com/execbox/execbox/internal/host/guest"
 	"github.com/execbox/execbox/sandbox"
 )
 
@@ -31,7 +31,7 @@ const (
 	LabelInstance   = "execbox.dev/instance" // the execbox instance (a hash: label values are short)
 	LabelNetwork    = "execbox.dev/network"  // "none": the NetworkPolicy denies it everything
 	LabelSession    = "execbox.dev/session"  // Spec.Labels["session"]: which session the Pod serves
-	AnnotationOwner = "execbox.dev/owner"    // the owning process (internal/owner)
+	AnnotationOwner = "execbox.dev/owner"    // the owning process (internal/host/owner)
 	AnnotationRun   = "execbox.dev/run"      // the sandbox's id
 )
 

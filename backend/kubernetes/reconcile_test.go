@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/execbox/execbox/internal/owner"
+	"github.com/execbox/execbox/internal/host/owner"
 	"github.com/execbox/execbox/sandbox"
 )
 

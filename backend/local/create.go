@@ -10,7 +10,7 @@ import (
 	"syscall"
 
 	"github.com/execbox/execbox/backend/internal/hostbase"
-	"github.com/execbox/execbox/internal/workdir"
+	"github.com/execbox/execbox/internal/host/workdir"
 	"github.com/execbox/execbox/sandbox"
 )
 

@@ -8,7 +8,7 @@
 // files, CPU time; processes only with run_as_user), the wall-clock limit
 // and output caps, and that the whole process tree dies at the end —
 // including processes that double-fork or call setsid. For that each run goes through a small reaper
-// (this binary re-executed, see internal/reexec) that is the child
+// (this binary re-executed, see internal/host/reexec) that is the child
 // subreaper of everything the program starts: orphans are reparented to it,
 // and it kills and reaps every descendant when the program exits or when
 // execbox asks it to stop (SIGTERM, or execbox's death through PDEATHSIG).

@@ -7,7 +7,7 @@ import (
 	"os/user"
 	"time"
 
-	"github.com/execbox/execbox/internal/reexec"
+	"github.com/execbox/execbox/internal/host/reexec"
 	"github.com/execbox/execbox/sandbox"
 )
 

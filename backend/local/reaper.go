@@ -15,8 +15,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/execbox/execbox/internal/proc"
-	"github.com/execbox/execbox/internal/reexec"
+	"github.com/execbox/execbox/internal/host/proc"
+	"github.com/execbox/execbox/internal/host/reexec"
 	"github.com/execbox/execbox/sandbox"
 )
 

@@ -6,8 +6,8 @@ import (
 	"os"
 	"time"
 
-	"github.com/execbox/execbox/internal/guest"
-	"github.com/execbox/execbox/internal/hostview"
+	"github.com/execbox/execbox/internal/host/guest"
+	"github.com/execbox/execbox/internal/host/hostview"
 	"github.com/execbox/execbox/sandbox"
 )
 

@@ -8,7 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/execbox/execbox/internal/proc"
+	"github.com/execbox/execbox/internal/host/proc"
 	"io"
 	"os"
 	"os/exec"

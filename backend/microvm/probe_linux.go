@@ -14,8 +14,8 @@ import (
 
 	"github.com/execbox/execbox/backend/internal/hostbase"
 	"github.com/execbox/execbox/backend/internal/warm"
-	"github.com/execbox/execbox/internal/binfacts"
-	"github.com/execbox/execbox/internal/proc"
+	"github.com/execbox/execbox/internal/host/binfacts"
+	"github.com/execbox/execbox/internal/host/proc"
 	"github.com/execbox/execbox/sandbox"
 )
 

@@ -16,11 +16,11 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/execbox/execbox/internal/cgroups"
-	"github.com/execbox/execbox/internal/guest"
-	"github.com/execbox/execbox/internal/hostview"
-	"github.com/execbox/execbox/internal/proc"
-	"github.com/execbox/execbox/internal/workdir"
+	"github.com/execbox/execbox/internal/host/cgroups"
+	"github.com/execbox/execbox/internal/host/guest"
+	"github.com/execbox/execbox/internal/host/hostview"
+	"github.com/execbox/execbox/internal/host/proc"
+	"github.com/execbox/execbox/internal/host/workdir"
 	"github.com/execbox/execbox/sandbox"
 )
 

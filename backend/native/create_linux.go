@@ -4,8 +4,8 @@ import (
 	"context"
 
 	"github.com/execbox/execbox/backend/internal/hostbase"
-	"github.com/execbox/execbox/internal/hostview"
-	"github.com/execbox/execbox/internal/nsinit"
+	"github.com/execbox/execbox/internal/host/hostview"
+	"github.com/execbox/execbox/internal/host/nsinit"
 	"github.com/execbox/execbox/sandbox"
 )
 
@@ -43,7 +43,7 @@ func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbo
 }
 
 // plan is the part of every init config fixed at Create: the host view
-// from internal/hostview in the init's terms.
+// from internal/host/hostview in the init's terms.
 type plan struct {
 	binds    []nsinit.Bind
 	symlinks []nsinit.Symlink

@@ -4,14 +4,14 @@
 // # A sandbox
 //
 // Create makes the sandbox's cgroup (v2 where its controllers are usable,
-// else v1 — see internal/cgroups) with the memory (swap included), pids and
+// else v1 — see internal/host/cgroups) with the memory (swap included), pids and
 // CPU limits, and its work dir under the work root. As root the work dir is
 // a tmpfs of Limits.WorkSize mounted on the host, so the work dir's size is
 // bounded like /tmp's and nothing the program writes reaches the host's
 // disk; Close unmounts it. Rootless, the work dir is a plain directory and
 // only RLIMIT_FSIZE bounds each file (Enforcement says so).
 //
-// Every Exec starts a fresh init (internal/nsinit) in new user, mount, PID,
+// Every Exec starts a fresh init (internal/host/nsinit) in new user, mount, PID,
 // network, IPC, UTS and cgroup namespaces and runs the program under it:
 // a root of read-only bind mounts (DefaultRootFS or Policy.RootFS; /etc
 // holds only a few host files and a generated passwd/group of root and
@@ -61,7 +61,7 @@
 //   - Config goes to the init over a donated socket (gVisor's pattern), not
 //     argv or the environment, which the program could read in /proc.
 //   - The parent learns the init's PID from the socket's credentials, not
-//     from the exec.Cmd, because internal/proc starts the command; that
+//     from the exec.Cmd, because internal/host/proc starts the command; that
 //     one round trip is also the point where v1 cgroup placement happens.
 //   - Every namespace, the network's included, is made at clone time,
 //     although creating the network namespace on a second thread while

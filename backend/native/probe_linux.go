@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/execbox/execbox/backend/internal/hostbase"
-	"github.com/execbox/execbox/internal/landlock"
-	"github.com/execbox/execbox/internal/seccomp"
+	"github.com/execbox/execbox/internal/host/landlock"
+	"github.com/execbox/execbox/internal/host/seccomp"
 	"github.com/execbox/execbox/sandbox"
 )
 

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/execbox/execbox/internal/proc"
+	"github.com/execbox/execbox/internal/host/proc"
 	"github.com/execbox/execbox/internal/testutil"
 	"github.com/execbox/execbox/sandbox"
 )

@@ -27,8 +27,8 @@ import (
 	"time"
 
 	"github.com/execbox/execbox/backend/native"
-	"github.com/execbox/execbox/internal/guest"
-	"github.com/execbox/execbox/internal/seccomp"
+	"github.com/execbox/execbox/internal/host/guest"
+	"github.com/execbox/execbox/internal/host/seccomp"
 )
 
 func main() {

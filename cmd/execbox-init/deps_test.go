@@ -33,7 +33,7 @@ func TestDependencies(t *testing.T) {
 			}
 		}
 	}
-	if len(deps) < 10 || !contains(deps, "github.com/execbox/execbox/internal/nsinit") {
+	if len(deps) < 10 || !contains(deps, "github.com/execbox/execbox/internal/host/nsinit") {
 		t.Fatalf("go list returned an implausible list: %v", deps)
 	}
 }

@@ -9,9 +9,9 @@ import (
 
 	"github.com/execbox/execbox/engine"
 	"github.com/execbox/execbox/function"
-	"github.com/execbox/execbox/internal/config"
-	"github.com/execbox/execbox/internal/guard"
-	"github.com/execbox/execbox/internal/workdir"
+	"github.com/execbox/execbox/internal/daemon/config"
+	"github.com/execbox/execbox/internal/daemon/guard"
+	"github.com/execbox/execbox/internal/host/workdir"
 	"github.com/execbox/execbox/sandbox"
 	"github.com/execbox/execbox/tool"
 )
@@ -64,11 +64,6 @@ func newEngine(cfg *config.Config, more ...func(*engine.Options)) (*engine.Engin
 			Replica:    cfg.Replicas.Name,
 		},
 		Retries: engine.RetryOptions{Max: cmp.Or(cfg.Retries.Max, -1), Backoff: cfg.Retries.Backoff},
-		Functions: function.Options{
-			Concurrency:    cfg.Functions.Concurrency,
-			QueueTimeout:   cfg.Functions.QueueTimeout,
-			DefaultTimeout: cfg.Functions.Timeout,
-		},
 		Settings: func(name string) sandbox.Settings {
 			return sandbox.Settings{
 				Config:   cfg.BackendConfig(name),
@@ -83,17 +78,51 @@ func newEngine(cfg *config.Config, more ...func(*engine.Options)) (*engine.Engin
 	for _, f := range more {
 		f(&o)
 	}
-	return engine.New(o)
+	e, err := engine.New(o)
+	if err != nil {
+		return nil, err
+	}
+	if err := e.Pool(poolTemplates(functionOptions(cfg), cfg.Pools.Languages)...); err != nil {
+		e.Close()
+		return nil, err
+	}
+	return e, nil
 }
 
 // poolOptions are the configured warm pools.
 func poolOptions(cfg *config.Config) engine.PoolOptions {
 	p := cfg.Pools
-	o := engine.PoolOptions{Size: p.Size, Backends: p.Backends, MaxIdleMemory: p.MaxIdleMemory, Refill: p.Refill, MaxAge: p.MaxAge}
-	for _, l := range p.Languages {
-		o.Languages = append(o.Languages, function.Language(l))
+	return engine.PoolOptions{Size: p.Size, Backends: p.Backends, MaxIdleMemory: p.MaxIdleMemory, Refill: p.Refill, MaxAge: p.MaxAge}
+}
+
+// poolTemplates are what the warm pools keep ready: the function runner
+// of each language (none listed: python and javascript), started as an
+// executor made with o starts it.
+func poolTemplates(o function.Options, languages []string) []engine.PoolTemplate {
+	if len(languages) == 0 {
+		languages = []string{string(function.Python), string(function.JavaScript)}
 	}
-	return o
+	var ts []engine.PoolTemplate
+	for _, l := range languages {
+		spec, args := function.Template(function.Language(l), o)
+		ts = append(ts, engine.PoolTemplate{Name: l, Spec: spec, Args: args, MaxCall: function.MaxTimeout})
+	}
+	return ts
+}
+
+// functionOptions are the configured function executor's.
+func functionOptions(cfg *config.Config) function.Options {
+	return function.Options{
+		Concurrency:    cfg.Functions.Concurrency,
+		QueueTimeout:   cfg.Functions.QueueTimeout,
+		DefaultTimeout: cfg.Functions.Timeout,
+	}
+}
+
+// newFunctions is the configured function executor: calls and lints run
+// through e (its selection, policy, limits and warm pools).
+func newFunctions(cfg *config.Config, e *engine.Engine) (*function.Executor, error) {
+	return function.New(function.EngineFunc(e.Call), functionOptions(cfg))
 }
 
 // policy is the configured part of every request's sandbox policy.

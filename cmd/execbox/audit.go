@@ -13,8 +13,8 @@ import (
 	"github.com/spf13/cobra"
 
 	v1 "github.com/execbox/execbox/api/v1"
-	"github.com/execbox/execbox/internal/audit"
-	"github.com/execbox/execbox/internal/server"
+	"github.com/execbox/execbox/internal/daemon/audit"
+	"github.com/execbox/execbox/internal/daemon/server"
 	"github.com/execbox/execbox/sandbox"
 )
 

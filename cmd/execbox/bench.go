@@ -22,11 +22,11 @@ import (
 	"github.com/execbox/execbox/client"
 	"github.com/execbox/execbox/engine"
 	"github.com/execbox/execbox/function"
-	"github.com/execbox/execbox/internal/bench"
-	"github.com/execbox/execbox/internal/config"
-	"github.com/execbox/execbox/internal/nsinit"
-	"github.com/execbox/execbox/internal/proc"
-	"github.com/execbox/execbox/internal/server"
+	"github.com/execbox/execbox/internal/daemon/bench"
+	"github.com/execbox/execbox/internal/daemon/config"
+	"github.com/execbox/execbox/internal/daemon/server"
+	"github.com/execbox/execbox/internal/host/nsinit"
+	"github.com/execbox/execbox/internal/host/proc"
 )
 
 // The benchmark's call: a small JSON-in, JSON-out Python function.
@@ -106,17 +106,23 @@ func runBench(ctx context.Context, cfg *config.Config, names []string, rounds in
 	if err != nil {
 		return nil, err
 	}
-	calls := func(o *engine.Options) {
-		o.Functions.Concurrency = 64
-		o.Functions.QueueTimeout = time.Minute
-		o.MaxRuns = 64
-	}
+	calls := func(o *engine.Options) { o.MaxRuns = 64 }
+	fo := functionOptions(cfg)
+	fo.Concurrency, fo.QueueTimeout = 64, time.Minute
+	// The warm pools keep Python runners alone.
+	c := *cfg
+	cfg = &c
+	cfg.Pools.Languages = []string{string(function.Python)}
 	cold, err := newEngine(cfg, calls, func(o *engine.Options) { o.Pools = engine.PoolOptions{} })
 	if err != nil {
 		return nil, err
 	}
 	defer cold.Close()
 	cold.Start()
+	coldFx, err := function.New(function.EngineFunc(cold.Call), fo)
+	if err != nil {
+		return nil, err
+	}
 	rep := cold.Report(ctx)
 	if names == nil {
 		for _, c := range rep.Candidates {
@@ -138,25 +144,29 @@ func runBench(ctx context.Context, cfg *config.Config, names []string, rounds in
 			ready = append(ready, n)
 		}
 	}
-	warmOpts := engine.PoolOptions{Size: 2, Backends: ready, Languages: []function.Language{function.Python}, MaxIdleMemory: 64 << 30, Refill: 2}
+	warmOpts := engine.PoolOptions{Size: 2, Backends: ready, MaxIdleMemory: 64 << 30, Refill: 2}
 	warm, err := newEngine(cfg, calls, func(o *engine.Options) { o.Pools = warmOpts })
 	if err != nil {
 		return nil, err
 	}
 	defer warm.Close()
 	warm.Start()
-	coldHTTP, stopCold, err := benchServer(ctx, cold)
+	warmFx, err := function.New(function.EngineFunc(warm.Call), fo)
+	if err != nil {
+		return nil, err
+	}
+	coldHTTP, stopCold, err := benchServer(ctx, cold, coldFx)
 	if err != nil {
 		return nil, err
 	}
 	defer stopCold()
-	warmHTTP, stopWarm, err := benchServer(ctx, warm)
+	warmHTTP, stopWarm, err := benchServer(ctx, warm, warmFx)
 	if err != nil {
 		return nil, err
 	}
 	defer stopWarm()
 
-	_, args := cold.Functions().Template(function.Python)
+	_, args := function.Template(function.Python, fo)
 	var subjects []bench.Subject
 	bare, why := bareSubject(args, in)
 	if bare == nil {
@@ -177,10 +187,10 @@ func runBench(ctx context.Context, cfg *config.Config, names []string, rounds in
 		subjects = append(subjects, ss...)
 	}
 	for _, b := range ready {
-		lib := func(e *engine.Engine) func(context.Context) error {
+		lib := func(fx *function.Executor) func(context.Context) error {
 			return func(ctx context.Context) error {
 				req := &function.Request{Code: benchCode, Params: []byte(benchParams), Backend: b}
-				return fnErr(e.Functions().Execute(ctx, req))
+				return fnErr(fx.Execute(ctx, req))
 			}
 		}
 		http := func(c *client.Client) func(context.Context) error {
@@ -197,8 +207,8 @@ func runBench(ctx context.Context, cfg *config.Config, names []string, rounds in
 		}
 		rate := b == rateBackend(ready)
 		subjects = append(subjects,
-			bench.Subject{Name: b + " cold", Path: "library", Backend: b, Call: lib(cold), Throughput: rate},
-			bench.Subject{Name: b + " warm", Path: "library", Backend: b, Call: lib(warm), Throughput: rate},
+			bench.Subject{Name: b + " cold", Path: "library", Backend: b, Call: lib(coldFx), Throughput: rate},
+			bench.Subject{Name: b + " warm", Path: "library", Backend: b, Call: lib(warmFx), Throughput: rate},
 			bench.Subject{Name: b + " cold", Path: "http", Backend: b, Call: http(coldHTTP)},
 			bench.Subject{Name: b + " warm", Path: "http", Backend: b, Call: http(warmHTTP)},
 		)
@@ -295,9 +305,10 @@ func waitSettled(ctx context.Context, e *engine.Engine) error {
 	}
 }
 
-// benchServer serves e's API on a loopback port, for the HTTP subjects.
-func benchServer(ctx context.Context, e *engine.Engine) (*client.Client, func(), error) {
-	srv, err := server.New(server.Options{Engine: e})
+// benchServer serves e's API, its function calls by fx, on a loopback
+// port, for the HTTP subjects.
+func benchServer(ctx context.Context, e *engine.Engine, fx *function.Executor) (*client.Client, func(), error) {
+	srv, err := server.New(server.Options{Engine: e, Functions: fx})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -409,7 +420,7 @@ func idleSandbox(ctx context.Context, cfg *config.Config, backend string) (bench
 	e, err := newEngine(cfg, func(o *engine.Options) {
 		// That backend alone: the others' health probes start sandboxes too.
 		o.Backends, o.Backend = []string{backend}, backend
-		o.Pools = engine.PoolOptions{Size: n, Backends: []string{backend}, Languages: []function.Language{function.Python}, MaxIdleMemory: 64 << 30}
+		o.Pools = engine.PoolOptions{Size: n, Backends: []string{backend}, MaxIdleMemory: 64 << 30}
 	})
 	if err != nil {
 		return bench.Idle{}, err

@@ -5,7 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/execbox/execbox/internal/config"
+	"github.com/execbox/execbox/internal/daemon/config"
 )
 
 func newConfigCmd(g *globals) *cobra.Command {

@@ -15,7 +15,7 @@ import (
 
 	v1 "github.com/execbox/execbox/api/v1"
 	"github.com/execbox/execbox/engine"
-	"github.com/execbox/execbox/internal/server"
+	"github.com/execbox/execbox/internal/daemon/server"
 	"github.com/execbox/execbox/sandbox"
 )
 

@@ -15,7 +15,7 @@ import (
 
 	"github.com/execbox/execbox/errmap"
 	"github.com/execbox/execbox/function"
-	"github.com/execbox/execbox/internal/config"
+	"github.com/execbox/execbox/internal/daemon/config"
 	"github.com/execbox/execbox/sandbox"
 )
 
@@ -25,7 +25,12 @@ func newExecutor(cfg *config.Config) (*function.Executor, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	return e.Functions(), e.Close, nil
+	fx, err := newFunctions(cfg, e)
+	if err != nil {
+		e.Close()
+		return nil, nil, err
+	}
+	return fx, e.Close, nil
 }
 
 func newFnCmd(g *globals) *cobra.Command {

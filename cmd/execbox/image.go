@@ -8,7 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/execbox/execbox/backend/docker"
-	"github.com/execbox/execbox/internal/image"
+	"github.com/execbox/execbox/internal/host/image"
 	"github.com/execbox/execbox/sandbox"
 )
 
@@ -28,7 +28,7 @@ func newImageCmd(g *globals) *cobra.Command {
 docker.host / DOCKER_HOST and tag it (default: docker.image for python,
 else execbox-NAME:latest).
 
-Without --offline the engine builds internal/image/dockerfiles/NAME/Dockerfile, which pulls its
+Without --offline the engine builds internal/host/image/dockerfiles/NAME/Dockerfile, which pulls its
 slim base image from a registry. With --offline no registry is used at all:
 the image is made from this host's own files (the Debian packages of the
 interpreter, a shell and coreutils, and every library they load) and
@@ -55,7 +55,7 @@ imported through the Engine API, in seconds — for CI and air-gapped hosts.`,
 				if err != nil {
 					return err
 				}
-				fmt.Fprintf(out, "built %s (%s) from internal/image/dockerfiles/%s/Dockerfile in %v\n", ref, id, name, time.Since(start).Round(time.Millisecond))
+				fmt.Fprintf(out, "built %s (%s) from internal/host/image/dockerfiles/%s/Dockerfile in %v\n", ref, id, name, time.Since(start).Round(time.Millisecond))
 				return nil
 			}
 			r, err := image.Lookup(name, root)

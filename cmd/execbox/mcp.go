@@ -10,8 +10,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
 
-	"github.com/execbox/execbox/internal/mcpserver"
-	"github.com/execbox/execbox/internal/server"
+	"github.com/execbox/execbox/internal/daemon/mcpserver"
+	"github.com/execbox/execbox/internal/daemon/server"
 	"github.com/execbox/execbox/sandbox"
 )
 
@@ -57,7 +57,11 @@ func runMCP(ctx context.Context, g *globals) error {
 	}
 	// The API in-process, with no token: stdin and stdout are the local
 	// user's, and nothing listens.
-	api, err := server.New(server.Options{Engine: e, Audit: store, Logger: log, Guard: gd, Tools: tools,
+	fx, err := newFunctions(cfg, e)
+	if err != nil {
+		return err
+	}
+	api, err := server.New(server.Options{Engine: e, Functions: fx, Audit: store, Logger: log, Guard: gd, Tools: tools,
 		MaxBody: cfg.Server.MaxBody, FunctionTimeout: cfg.Functions.Timeout})
 	if err != nil {
 		return err

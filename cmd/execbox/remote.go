@@ -15,8 +15,8 @@ import (
 	"github.com/execbox/execbox/client"
 	"github.com/execbox/execbox/errmap"
 	"github.com/execbox/execbox/function"
-	"github.com/execbox/execbox/internal/config"
-	"github.com/execbox/execbox/internal/server"
+	"github.com/execbox/execbox/internal/daemon/config"
+	"github.com/execbox/execbox/internal/daemon/server"
 	"github.com/execbox/execbox/sandbox"
 )
 

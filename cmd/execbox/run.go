@@ -20,7 +20,7 @@ import (
 	v1 "github.com/execbox/execbox/api/v1"
 	"github.com/execbox/execbox/engine"
 	"github.com/execbox/execbox/errmap"
-	"github.com/execbox/execbox/internal/config"
+	"github.com/execbox/execbox/internal/daemon/config"
 	"github.com/execbox/execbox/sandbox"
 )
 

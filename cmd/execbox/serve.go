@@ -19,13 +19,13 @@ import (
 
 	"github.com/execbox/execbox/engine"
 	"github.com/execbox/execbox/event"
-	"github.com/execbox/execbox/internal/audit"
-	"github.com/execbox/execbox/internal/auth"
-	"github.com/execbox/execbox/internal/config"
-	"github.com/execbox/execbox/internal/metrics"
-	"github.com/execbox/execbox/internal/replica"
-	"github.com/execbox/execbox/internal/server"
-	"github.com/execbox/execbox/internal/webhook"
+	"github.com/execbox/execbox/internal/daemon/audit"
+	"github.com/execbox/execbox/internal/daemon/auth"
+	"github.com/execbox/execbox/internal/daemon/config"
+	"github.com/execbox/execbox/internal/daemon/metrics"
+	"github.com/execbox/execbox/internal/daemon/replica"
+	"github.com/execbox/execbox/internal/daemon/server"
+	"github.com/execbox/execbox/internal/daemon/webhook"
 	"github.com/execbox/execbox/sandbox"
 )
 
@@ -128,7 +128,12 @@ func runServe(ctx context.Context, g *globals, listen string) error {
 	if err != nil {
 		return err
 	}
+	fx, err := newFunctions(cfg, e)
+	if err != nil {
+		return err
+	}
 	srv, err := server.New(server.Options{
+		Functions:                fx,
 		Replica:                  cfg.Replicas.Name,
 		Peers:                    peers,
 		Guard:                    gd,

@@ -13,7 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	v1 "github.com/execbox/execbox/api/v1"
-	"github.com/execbox/execbox/internal/server"
+	"github.com/execbox/execbox/internal/daemon/server"
 	"github.com/execbox/execbox/sandbox"
 	"github.com/execbox/execbox/tool"
 )

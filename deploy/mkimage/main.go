@@ -1,7 +1,7 @@
 // Command mkimage writes a container image as a `docker load` archive,
 // offline: no registry, no Dockerfile build and no Docker engine. Its base
 // layer is a root filesystem made from this host's own Debian packages by
-// internal/image (the files dpkg installed, every shared library they load,
+// internal/host/image (the files dpkg installed, every shared library they load,
 // a minimal /etc); a second layer, for the server image, holds execbox.
 //
 //	go run ./deploy/mkimage -flavor server -execbox dist/…/execbox \
@@ -45,7 +45,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/execbox/execbox/internal/image"
+	"github.com/execbox/execbox/internal/host/image"
 )
 
 type options struct {

@@ -19,8 +19,9 @@ var rules = []Rule{
 	{Package: "api/v1", OnlyStd: true, Allow: []string{"sandbox", "errmap", "event"}},
 	{Package: "client", OnlyStd: true, Allow: []string{"sandbox", "errmap", "api/v1", "event"}},
 	// The engine selects among registered backends; it links none of them,
-	// and no transport.
-	{Package: "engine", Deny: []string{"backend/...", "api/...", "client", "internal/server", "internal/config", "go.yaml.in/..."}},
+	// and no transport. It knows nothing of functions or tools: those run
+	// through it (Engine.Call, Engine.Run), not the other way up.
+	{Package: "engine", Deny: []string{"backend/...", "api/...", "client", "internal/...", "function", "tool", "go.yaml.in/..."}},
 	// The function protocol runs through an Engine it is handed.
 	{Package: "function", Deny: []string{"engine", "backend/...", "internal/...", "api/...", "client"}},
 	// So do the tools, through a RunFunc they are handed; their argument
@@ -28,8 +29,12 @@ var rules = []Rule{
 	{Package: "tool", OnlyStd: true, Allow: []string{"sandbox", "github.com/google/jsonschema-go/..."}},
 	// A session's agent runs in any sandbox it is handed.
 	{Package: "agent", OnlyStd: true, Allow: []string{"sandbox", "golang.org/x/sys/..."}},
+	// internal/ has two floors. The host's mechanisms, which backends stand
+	// on, know nothing of the engine, a backend or the daemon above them.
+	{Package: "internal/host/...", Deny: []string{"internal/daemon/...", "engine", "backend/...", "function", "tool", "agent",
+		"api/...", "client", "go.yaml.in/...", "modernc.org/...", "github.com/prometheus/..."}},
 	// The configuration knows backends only through their registrations.
-	{Package: "internal/config", Deny: []string{"backend/...", "engine", "internal/server"}},
+	{Package: "internal/daemon/config", Deny: []string{"backend/...", "engine", "internal/daemon/server"}},
 	// The native backend's init helper runs in every sandbox: small, and
 	// without a network stack, a database or a container client to offer.
 	{Package: "cmd/execbox-init", Deny: []string{"std:net/http", "std:database/sql", "modernc.org/...",
@@ -37,7 +42,7 @@ var rules = []Rule{
 	// The microVM's init is the native backend and its channel to the
 	// host, nothing of the server: it is copied into every VM.
 	{Package: "cmd/execbox-guest", Deny: []string{"std:database/sql", "modernc.org/...", "github.com/moby/moby/...",
-		"go.yaml.in/...", "github.com/prometheus/...", "engine", "internal/server", "internal/config", "backend/docker", "backend/gvisor"}},
+		"go.yaml.in/...", "github.com/prometheus/...", "engine", "internal/daemon/...", "backend/docker", "backend/gvisor"}},
 }
 
 func TestLayering(t *testing.T) {
@@ -47,7 +52,7 @@ func TestLayering(t *testing.T) {
 }
 
 // backendDeny is what no backend may depend on (TestBackendsStandAlone).
-var backendDeny = []string{"engine", "backend/...", "api/...", "client", "internal/server", "internal/config", "internal/audit", "internal/auth"}
+var backendDeny = []string{"engine", "backend/...", "api/...", "client", "internal/daemon/..."}
 
 // TestRulesNameRealPackages: every package a rule names is one the module
 // has or links, so that a rule does not quietly stop applying when a
@@ -71,7 +76,7 @@ func TestRulesNameRealPackages(t *testing.T) {
 }
 
 // TestBackendsStandAlone: no backend depends on the engine, on another
-// backend, or on the server's side of the house; the shared pieces under
+// backend, or on the daemon's floor of internal/; the shared pieces under
 // backend/internal are theirs to use.
 func TestBackendsStandAlone(t *testing.T) {
 	for _, name := range backends(t) {

@@ -11,7 +11,7 @@ import (
 )
 
 // The checks below are the file-system tests of the backends whose
-// sandboxes see a read-only view of the host (internal/hostview); each is
+// sandboxes see a read-only view of the host (internal/host/hostview); each is
 // a whole test body.
 
 // extraMounts: extra mounts are visible, read-only unless asked, writable
@@ -52,7 +52,7 @@ echo y > /out/new && echo wrote-rw`)
 }
 
 // mountValidation: invalid mounts and rootfs lists are refused at Create
-// with ErrInvalid (internal/hostview, shared by the backends); a custom
+// with ErrInvalid (internal/host/hostview, shared by the backends); a custom
 // rootfs is honoured: only what it lists is there. workRoot is the
 // backend's work root, which is never mounted, nor anything containing it.
 func mountValidation(t *testing.T, b sandbox.Backend, workRoot string) {

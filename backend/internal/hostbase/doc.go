@@ -27,7 +27,7 @@
 // # Invariants
 //
 //   - A Sandbox is made completely or not at all: every step of NewSandbox
-//     is undone when a later one fails (internal/cleanup), and a backend
+//     is undone when a later one fails (internal/host/cleanup), and a backend
 //     undoes its own later steps with Close.
 //   - Close removes everything of a sandbox: the backend's OnClose steps
 //     first (newest first), then the cgroup (its processes killed), the

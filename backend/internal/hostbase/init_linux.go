@@ -6,7 +6,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/execbox/execbox/internal/nsinit"
+	"github.com/execbox/execbox/internal/host/nsinit"
 	"github.com/execbox/execbox/sandbox"
 )
 
@@ -33,7 +33,7 @@ func Rlimits(l sandbox.Limits, cgroup bool, tasks int) []nsinit.Rlimit {
 	return rl
 }
 
-// InitResult completes res from what the sandbox's init (internal/nsinit's
+// InitResult completes res from what the sandbox's init (internal/host/nsinit's
 // protocol) reported: st, or nil when it ended without a report, lost then
 // saying why. killed: execbox killed the run (timeout, cancel, output
 // limit), so a missing report means the program died of that SIGKILL. A
