@@ -14,7 +14,7 @@ import (
 
 	v1 "github.com/execbox/execbox/api/v1"
 	"github.com/execbox/execbox/internal/daemon/audit"
-	"github.com/execbox/execbox/internal/daemon/server"
+	"github.com/execbox/execbox/internal/daemon/wire"
 	"github.com/execbox/execbox/sandbox"
 )
 
@@ -94,11 +94,11 @@ func runAudit(ctx context.Context, g *globals, f *auditFlags) error {
 			return err
 		}
 		defer st.Close()
-		recs, total, err := st.Query(ctx, server.AuditQueryFromWire(f.q))
+		recs, total, err := st.Query(ctx, wire.AuditQueryOf(f.q))
 		if err != nil {
 			return err
 		}
-		a := server.AuditToWire(recs, total)
+		a := wire.Audit(recs, total)
 		out = &a
 	}
 	switch {

@@ -15,7 +15,7 @@ import (
 
 	v1 "github.com/execbox/execbox/api/v1"
 	"github.com/execbox/execbox/engine"
-	"github.com/execbox/execbox/internal/daemon/server"
+	"github.com/execbox/execbox/internal/daemon/wire"
 	"github.com/execbox/execbox/sandbox"
 )
 
@@ -69,7 +69,7 @@ counters included.`,
 				fmt.Fprintf(os.Stderr, "execbox:   %-10s %-20s %6.1f s\n", name, state, took.Seconds())
 			})
 			// The same shape as GET /v1/health.
-			return printHealth(server.HealthToWire(e.Report(cmd.Context())), asJSON)
+			return printHealth(wire.Health(e.Report(cmd.Context())), asJSON)
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")

@@ -16,7 +16,7 @@ import (
 	"github.com/execbox/execbox/errmap"
 	"github.com/execbox/execbox/function"
 	"github.com/execbox/execbox/internal/daemon/config"
-	"github.com/execbox/execbox/internal/daemon/server"
+	"github.com/execbox/execbox/internal/daemon/wire"
 	"github.com/execbox/execbox/sandbox"
 )
 
@@ -119,7 +119,7 @@ func callFunctionAt(ctx context.Context, g *globals, remote string, req *functio
 	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	resp, err := c.Execute(ctx, server.FunctionRequestToWire(req))
+	resp, err := c.Execute(ctx, wire.FunctionRequest(req))
 	var p *v1.Problem
 	switch {
 	case errors.As(err, &p) && errmap.IsFunctionCode(p.Code):
@@ -133,5 +133,5 @@ func callFunctionAt(ctx context.Context, g *globals, remote string, req *functio
 	case err != nil:
 		return &function.Response{Code: function.CodeSandboxFailed, Error: "could not reach the execbox server: " + err.Error()}, nil
 	}
-	return server.FunctionResponseFromWire(resp), nil
+	return wire.FunctionResponseOf(resp), nil
 }

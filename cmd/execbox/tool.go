@@ -13,7 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	v1 "github.com/execbox/execbox/api/v1"
-	"github.com/execbox/execbox/internal/daemon/server"
+	"github.com/execbox/execbox/internal/daemon/wire"
 	"github.com/execbox/execbox/sandbox"
 	"github.com/execbox/execbox/tool"
 )
@@ -163,7 +163,7 @@ func runToolHere(ctx context.Context, g *globals, name string, req *v1.ToolRunRe
 		if err != nil {
 			return err
 		}
-		out = server.ToolResultToWire(resp, "")
+		out = wire.ToolResult(resp, "")
 		return nil
 	})
 	return out, err

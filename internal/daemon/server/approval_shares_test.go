@@ -10,6 +10,7 @@ import (
 	v1 "github.com/execbox/execbox/api/v1"
 	"github.com/execbox/execbox/internal/daemon/auth"
 	"github.com/execbox/execbox/internal/daemon/guard"
+	"github.com/execbox/execbox/internal/daemon/wire"
 )
 
 // releaseHeld denies, when the test ends, the calls g still holds: a test
@@ -80,7 +81,7 @@ func TestApprovalSharesAndSelfApproval(t *testing.T) {
 	var mine v1.Approval
 	for _, a := range g.Pending() {
 		if a.Call.Token == "default" {
-			mine = approvalToWire(a)
+			mine = wire.Approval(a)
 		}
 	}
 	a := en.do("POST", "/v1/approvals/"+mine.ID, `{"approve":true}`, "Authorization", asAdmin)

@@ -7,6 +7,7 @@ import (
 	v1 "github.com/execbox/execbox/api/v1"
 	"github.com/execbox/execbox/event"
 	"github.com/execbox/execbox/internal/daemon/guard"
+	"github.com/execbox/execbox/internal/daemon/wire"
 	"github.com/execbox/execbox/sandbox"
 )
 
@@ -91,7 +92,7 @@ func (s *Server) handleApprovals(w http.ResponseWriter, r *http.Request) {
 	out := v1.Approvals{Approvals: []v1.Approval{}}
 	if s.opts.Guard != nil {
 		for _, a := range s.opts.Guard.Pending() {
-			out.Approvals = append(out.Approvals, approvalToWire(a))
+			out.Approvals = append(out.Approvals, wire.Approval(a))
 		}
 	}
 	writeJSON(w, http.StatusOK, out)
@@ -123,12 +124,4 @@ func (s *Server) handleDecide(w http.ResponseWriter, r *http.Request) {
 	}
 	s.log.Info("approval decided", "approval", r.PathValue("id"), "approve", *d.Approve, "by", by)
 	w.WriteHeader(http.StatusNoContent)
-}
-
-func approvalToWire(a guard.Approval) v1.Approval {
-	c := a.Call
-	return v1.Approval{
-		ID: a.ID, Rule: a.Rule, Token: c.Token, Operation: c.Operation, Tool: c.Tool, Language: c.Language, Backend: c.Backend,
-		Caller: event.Caller{RunID: c.RunID, NodeName: c.NodeName, ToolCallID: c.ToolCallID}, Created: a.Created, Expires: a.Expires,
-	}
 }

@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	v1 "github.com/execbox/execbox/api/v1"
+	"github.com/execbox/execbox/internal/daemon/wire"
 	"github.com/execbox/execbox/sandbox"
 )
 
@@ -18,10 +19,10 @@ func (s *Server) handleAudit(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, v1.NewProblem(err))
 		return
 	}
-	recs, total, err := s.opts.Audit.Query(r.Context(), AuditQueryFromWire(q))
+	recs, total, err := s.opts.Audit.Query(r.Context(), wire.AuditQueryOf(q))
 	if err != nil {
 		writeProblem(w, r, v1.NewProblem(sandbox.Errorf(sandbox.ErrInternal, "audit_failed", "reading the audit log: %w", err)))
 		return
 	}
-	writeJSON(w, http.StatusOK, AuditToWire(recs, total))
+	writeJSON(w, http.StatusOK, wire.Audit(recs, total))
 }

@@ -10,6 +10,7 @@ import (
 	v1 "github.com/execbox/execbox/api/v1"
 	"github.com/execbox/execbox/client"
 	"github.com/execbox/execbox/function"
+	"github.com/execbox/execbox/internal/daemon/wire"
 	"github.com/execbox/execbox/sandbox"
 )
 
@@ -28,7 +29,7 @@ func BenchmarkFunctionCall(b *testing.B) {
 		return &sandbox.Result{Backend: "stub", Reason: sandbox.ReasonExited, Stdout: `{"ok":true,"data":3}`}, nil
 	})
 	req := &function.Request{Code: "def main(a, b):\n    return a + b\n", Params: []byte(`{"a":1,"b":2}`)}
-	wire := FunctionRequestToWire(req)
+	wreq := wire.FunctionRequest(req)
 	for _, runner := range []string{"local", "stub"} {
 		if runner == "local" {
 			requirePython(b)
@@ -56,10 +57,10 @@ func BenchmarkFunctionCall(b *testing.B) {
 		}
 		calls := map[string]func() (*v1.FunctionResponse, error){
 			"library": func() (*v1.FunctionResponse, error) {
-				return FunctionResponseToWire(fx.Execute(context.Background(), req)), nil
+				return wire.FunctionResponse(fx.Execute(context.Background(), req)), nil
 			},
-			"http":       func() (*v1.FunctionResponse, error) { return c.Execute(context.Background(), wire) },
-			"http+audit": func() (*v1.FunctionResponse, error) { return ca.Execute(context.Background(), wire) },
+			"http":       func() (*v1.FunctionResponse, error) { return c.Execute(context.Background(), wreq) },
+			"http+audit": func() (*v1.FunctionResponse, error) { return ca.Execute(context.Background(), wreq) },
 		}
 		for _, via := range []string{"library", "http", "http+audit"} {
 			b.Run(runner+"/"+via, func(b *testing.B) {

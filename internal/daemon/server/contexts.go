@@ -13,6 +13,7 @@ import (
 	"github.com/execbox/execbox/engine"
 	"github.com/execbox/execbox/internal/daemon/audit"
 	"github.com/execbox/execbox/internal/daemon/guard"
+	"github.com/execbox/execbox/internal/daemon/wire"
 	"github.com/execbox/execbox/sandbox"
 )
 
@@ -33,18 +34,6 @@ func (s *Server) contextRoutes() []route {
 		{"POST", "/v1/sessions/{id}/terminals/{terminal_id}/resize", token, s.handleTerminalResize},
 		{"DELETE", "/v1/sessions/{id}/terminals/{terminal_id}", token, s.handleTerminalKill},
 	}
-}
-
-func contextToWire(c engine.ContextInfo) v1.Context {
-	return v1.Context{ID: c.ID, Language: c.Language, Created: c.Created, Calls: c.Calls, Lost: c.Lost}
-}
-
-func terminalToWire(t engine.TerminalInfo) v1.Terminal {
-	out := v1.Terminal{ID: t.ID, Command: t.Args, Created: t.Created}
-	if t.Exit != nil {
-		out.Exit = &v1.TerminalExit{ExitCode: t.Exit.ExitCode, Signal: t.Exit.Signal, Error: t.Exit.Error}
-	}
-	return out
 }
 
 // handleContextCreate is POST /v1/sessions/{id}/contexts: 201 with the
@@ -73,7 +62,7 @@ func (s *Server) handleContextCreate(w http.ResponseWriter, r *http.Request) {
 	x.entry.Backend, x.entry.Isolation, x.entry.Reason = info.Backend, info.Isolation.String(), "created"
 	x.end()
 	w.Header().Set("Location", "/v1/sessions/"+sess.ID()+"/contexts/"+c.ID)
-	writeJSON(w, http.StatusCreated, contextToWire(c))
+	writeJSON(w, http.StatusCreated, wire.Context(c))
 }
 
 // sessionCall admits x, an execution in the caller's session {id}, and
@@ -104,7 +93,7 @@ func (s *Server) handleContextList(w http.ResponseWriter, r *http.Request) {
 	}
 	out := v1.Contexts{Contexts: []v1.Context{}}
 	for _, c := range sess.Contexts() {
-		out.Contexts = append(out.Contexts, contextToWire(c))
+		out.Contexts = append(out.Contexts, wire.Context(c))
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -182,7 +171,7 @@ func (s *Server) handleContextReset(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, problemOf(r, err))
 		return
 	}
-	writeJSON(w, http.StatusOK, contextToWire(c))
+	writeJSON(w, http.StatusOK, wire.Context(c))
 }
 
 // handleContextDelete is DELETE /v1/sessions/{id}/contexts/{context_id}: 204.
@@ -232,7 +221,7 @@ func (s *Server) handleTerminalOpen(w http.ResponseWriter, r *http.Request) {
 	x.entry.Backend, x.entry.Isolation, x.entry.Reason = info.Backend, info.Isolation.String(), "started"
 	x.end()
 	w.Header().Set("Location", "/v1/sessions/"+sess.ID()+"/terminals/"+t.ID)
-	writeJSON(w, http.StatusCreated, terminalToWire(t))
+	writeJSON(w, http.StatusCreated, wire.Terminal(t))
 }
 
 // handleTerminalList is GET /v1/sessions/{id}/terminals.
@@ -244,7 +233,7 @@ func (s *Server) handleTerminalList(w http.ResponseWriter, r *http.Request) {
 	}
 	out := v1.Terminals{Terminals: []v1.Terminal{}}
 	for _, t := range sess.Terminals() {
-		out.Terminals = append(out.Terminals, terminalToWire(t))
+		out.Terminals = append(out.Terminals, wire.Terminal(t))
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -289,7 +278,7 @@ func (s *Server) handleTerminalGet(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, problemOf(r, err))
 		return
 	}
-	writeJSON(w, http.StatusOK, terminalToWire(t.info))
+	writeJSON(w, http.StatusOK, wire.Terminal(t.info))
 }
 
 // handleTerminalOutput is GET /v1/sessions/{id}/terminals/{terminal_id}/output:

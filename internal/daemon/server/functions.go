@@ -10,6 +10,7 @@ import (
 	"github.com/execbox/execbox/function"
 	"github.com/execbox/execbox/internal/daemon/audit"
 	"github.com/execbox/execbox/internal/daemon/guard"
+	"github.com/execbox/execbox/internal/daemon/wire"
 	"github.com/execbox/execbox/sandbox"
 )
 
@@ -68,7 +69,7 @@ func (s *Server) handleFunction(op v1.Operation) http.HandlerFunc {
 		if resp.OK || v1.Ran(resp.Code) {
 			x.entry.Code = req.Code // it ran: keep it (audit.store_code)
 			x.end()
-			writeJSON(w, http.StatusOK, FunctionResponseToWire(resp))
+			writeJSON(w, http.StatusOK, wire.FunctionResponse(resp))
 			return
 		}
 		x.entry.Reason = "" // nothing ran to its end: a refusal or a failure around the code

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	v1 "github.com/execbox/execbox/api/v1"
+	"github.com/execbox/execbox/internal/daemon/wire"
 	"github.com/execbox/execbox/sandbox"
 )
 
@@ -26,7 +27,7 @@ func (s *Server) handleBackends(w http.ResponseWriter, r *http.Request) {
 
 // health is the report r's caller may see.
 func (s *Server) health(r *http.Request) v1.Health {
-	h := HealthToWire(s.opts.Engine.Report(r.Context()))
+	h := wire.Health(s.opts.Engine.Report(r.Context()))
 	if id := infoOf(r.Context()).identity; id == nil || !id.Admin {
 		redact(&h)
 	}

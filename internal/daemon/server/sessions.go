@@ -23,6 +23,7 @@ import (
 	"github.com/execbox/execbox/engine"
 	"github.com/execbox/execbox/internal/daemon/audit"
 	"github.com/execbox/execbox/internal/daemon/guard"
+	"github.com/execbox/execbox/internal/daemon/wire"
 	"github.com/execbox/execbox/sandbox"
 )
 
@@ -67,14 +68,6 @@ func (s *Server) sessionRoutes() []route {
 	}
 }
 
-// SessionToWire is a session as the API shows it.
-func SessionToWire(i engine.SessionInfo) v1.Session {
-	return v1.Session{
-		ID: i.ID, Owner: i.Owner, Backend: i.Backend, Isolation: i.Isolation.String(), Labels: i.Labels, Limits: i.Limits,
-		Created: i.Created, Expires: i.Expires, LastUsed: i.LastUsed, IdleTimeout: v1.Seconds(i.IdleTimeout), Execs: i.Execs,
-	}
-}
-
 // handleSessionCreate is POST /v1/sessions.
 func (s *Server) handleSessionCreate(w http.ResponseWriter, r *http.Request) {
 	x := s.begin(r, v1.OpSession)
@@ -114,7 +107,7 @@ func (s *Server) handleSessionCreate(w http.ResponseWriter, r *http.Request) {
 	x.info.attrs = append(x.info.attrs, sessionAttr(info.ID))
 	x.end()
 	w.Header().Set("Location", "/v1/sessions/"+info.ID)
-	writeJSON(w, http.StatusCreated, SessionToWire(info))
+	writeJSON(w, http.StatusCreated, wire.Session(info))
 }
 
 // session finds the caller's session {id}: another token's is 404.
@@ -129,7 +122,7 @@ func (s *Server) handleSessionList(w http.ResponseWriter, r *http.Request) {
 	list := s.opts.Engine.Sessions(s.owner(infoOf(r.Context()).identity))
 	out := v1.Sessions{Sessions: make([]v1.Session, 0, len(list))}
 	for _, i := range list {
-		out.Sessions = append(out.Sessions, SessionToWire(i))
+		out.Sessions = append(out.Sessions, wire.Session(i))
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -141,7 +134,7 @@ func (s *Server) handleSessionGet(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, problemOf(r, err))
 		return
 	}
-	writeJSON(w, http.StatusOK, SessionToWire(sess.Info()))
+	writeJSON(w, http.StatusOK, wire.Session(sess.Info()))
 }
 
 // handleSessionClose is DELETE /v1/sessions/{id}: 204, also for a session

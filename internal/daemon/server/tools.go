@@ -12,6 +12,7 @@ import (
 	"github.com/execbox/execbox/engine"
 	"github.com/execbox/execbox/internal/daemon/audit"
 	"github.com/execbox/execbox/internal/daemon/guard"
+	"github.com/execbox/execbox/internal/daemon/wire"
 	"github.com/execbox/execbox/sandbox"
 	"github.com/execbox/execbox/tool"
 )
@@ -164,20 +165,7 @@ func (s *Server) handleTool(w http.ResponseWriter, r *http.Request) {
 	x.entry.Usage, x.cpu = &usage, usage.CPU
 	x.entry.Code = string(req.Args) // it ran: keep it (audit.store_code)
 	x.end()
-	writeJSON(w, http.StatusOK, ToolResultToWire(resp, x.entry.ID))
-}
-
-// ToolResultToWire returns a tool call's response as the API's answer.
-func ToolResultToWire(r *tool.Response, id string) *v1.ToolResult {
-	out := &v1.ToolResult{
-		ID: id, OK: r.OK, Result: r.Result, Output: r.Output, OutputTruncated: r.OutputTruncated, Artifacts: r.Artifacts,
-		Source: r.Source, Backend: r.Backend, Isolation: r.Isolation, DurationMS: r.Duration.Milliseconds(), Usage: r.Usage,
-	}
-	if r.Error != nil {
-		e := v1.ToolError(*r.Error)
-		out.Error = &e
-	}
-	return out
+	writeJSON(w, http.StatusOK, wire.ToolResult(resp, x.entry.ID))
 }
 
 // toolHash is a tool call's audit hash: the tool, its arguments and files.

@@ -1,31 +1,28 @@
-package server
+package wire
 
 import (
 	"time"
 
 	v1 "github.com/execbox/execbox/api/v1"
 	"github.com/execbox/execbox/engine"
+	"github.com/execbox/execbox/event"
 	"github.com/execbox/execbox/function"
 	"github.com/execbox/execbox/internal/daemon/audit"
+	"github.com/execbox/execbox/internal/daemon/guard"
+	"github.com/execbox/execbox/tool"
 )
 
-// The API speaks the wire types of api/v1, which import neither the engine
-// nor the function package; these conversions are the only place the two
-// meet. Each wire type encodes to exactly the JSON of the type it mirrors
-// (convert_test.go holds them to it), so converting never changes the API.
-// The CLI uses them too where it prints or sends the same shapes.
-
-// FunctionRequestToWire returns r as the API's request (`execbox fn
+// FunctionRequest returns r as the API's request (`execbox fn
 // --remote` sends it).
-func FunctionRequestToWire(r *function.Request) *v1.FunctionRequest {
+func FunctionRequest(r *function.Request) *v1.FunctionRequest {
 	return &v1.FunctionRequest{
 		Code: r.Code, Params: r.Params, Entrypoint: r.Entrypoint, Mode: string(r.Mode), Language: string(r.Language),
 		Timeout: time.Duration(r.Timeout), Backend: r.Backend, Tier: r.Tier, MinIsolation: r.MinIsolation,
 	}
 }
 
-// FunctionResponseToWire returns r as the API's answer.
-func FunctionResponseToWire(r *function.Response) *v1.FunctionResponse {
+// FunctionResponse returns r as the API's answer.
+func FunctionResponse(r *function.Response) *v1.FunctionResponse {
 	var diags []v1.Diagnostic
 	if r.Diagnostics != nil {
 		diags = make([]v1.Diagnostic, len(r.Diagnostics))
@@ -40,9 +37,9 @@ func FunctionResponseToWire(r *function.Response) *v1.FunctionResponse {
 	}
 }
 
-// FunctionResponseFromWire returns the API's answer as the function
+// FunctionResponseOf returns the API's answer as the function
 // protocol's response (`execbox fn --remote` prints it).
-func FunctionResponseFromWire(r *v1.FunctionResponse) *function.Response {
+func FunctionResponseOf(r *v1.FunctionResponse) *function.Response {
 	var diags []function.Diagnostic
 	if r.Diagnostics != nil {
 		diags = make([]function.Diagnostic, len(r.Diagnostics))
@@ -57,24 +54,24 @@ func FunctionResponseFromWire(r *v1.FunctionResponse) *function.Response {
 	}
 }
 
-// HealthToWire returns the engine's selection report as GET /v1/health
+// Health returns the engine's selection report as GET /v1/health
 // answers it (`execbox doctor` prints it too).
-func HealthToWire(r engine.Report) v1.Health {
+func Health(r engine.Report) v1.Health {
 	var cs []v1.Backend
 	if r.Candidates != nil {
 		cs = make([]v1.Backend, len(r.Candidates))
 		for i, c := range r.Candidates {
-			cs[i] = BackendToWire(c)
+			cs[i] = Backend(c)
 		}
 	}
 	return v1.Health{
 		Configured: r.Configured, Backend: r.Backend, Isolation: r.Isolation, SelectedBecause: r.SelectedBecause,
-		Defaults: r.Defaults, Candidates: cs, Pools: PoolsToWire(r.Pools),
+		Defaults: r.Defaults, Candidates: cs, Pools: Pools(r.Pools),
 	}
 }
 
-// PoolsToWire returns the pools' state as the API reports it.
-func PoolsToWire(p engine.PoolsStatus) v1.Pools {
+// Pools returns the pools' state as the API reports it.
+func Pools(p engine.PoolsStatus) v1.Pools {
 	out := v1.Pools{Size: p.Size, Reason: p.Reason}
 	if p.Pools != nil {
 		out.Pools = make([]v1.Pool, 0, len(p.Pools))
@@ -87,8 +84,8 @@ func PoolsToWire(p engine.PoolsStatus) v1.Pools {
 	return out
 }
 
-// BackendToWire returns one backend of the report as the API lists it.
-func BackendToWire(c engine.Candidate) v1.Backend {
+// Backend returns one backend of the report as the API lists it.
+func Backend(c engine.Candidate) v1.Backend {
 	return v1.Backend{
 		Name: c.Name, Isolation: c.Isolation, Available: c.Available, Ready: c.Ready, Reason: c.Reason,
 		Details: c.Details, Enforcement: c.Enforcement, Sessions: c.Sessions, Unisolated: c.Unisolated,
@@ -96,37 +93,81 @@ func BackendToWire(c engine.Candidate) v1.Backend {
 	}
 }
 
-// AuditQueryFromWire returns the API's audit filter as the store's.
-func AuditQueryFromWire(q v1.AuditQuery) audit.Query {
+// AuditQueryOf returns the API's audit filter as the store's.
+func AuditQueryOf(q v1.AuditQuery) audit.Query {
 	return audit.Query{
 		Token: q.Token, Operation: string(q.Operation), ErrorCode: q.ErrorCode, Session: q.Session, RunID: q.RunID, Since: q.Since, Until: q.Until, Limit: q.Limit,
 	}
 }
 
-// AuditToWire returns audit records, and how many matched in all, as GET
+// Audit returns audit records, and how many matched in all, as GET
 // /v1/audit answers them (`execbox audit --json` prints it too).
-func AuditToWire(recs []audit.Record, total int) v1.Audit {
+func Audit(recs []audit.Record, total int) v1.Audit {
 	out := v1.Audit{Records: make([]v1.AuditRecord, len(recs)), Total: total}
 	for i, r := range recs {
-		out.Records[i] = AuditRecordToWire(r)
+		out.Records[i] = AuditRecord(r)
 	}
 	return out
 }
 
-// AuditRecordToWire returns one audit record as the API lists it.
-func AuditRecordToWire(r audit.Record) v1.AuditRecord {
+// AuditRecord returns one audit record as the API lists it.
+func AuditRecord(r audit.Record) v1.AuditRecord {
 	return v1.AuditRecord{
 		ID: r.ID, Time: r.Time, RequestID: r.RequestID, Token: r.Token, Operation: v1.Operation(r.Operation),
 		Backend: r.Backend, Isolation: r.Isolation, Limits: r.Limits, Reason: r.Reason, ExitCode: r.ExitCode,
 		Duration: r.Duration, Usage: r.Usage, CodeSHA256: r.CodeSHA256, Code: r.Code, ErrorCode: r.ErrorCode, Remote: r.Remote, Session: r.Session,
-		Caller: v1.Caller{RunID: r.RunID, NodeName: r.NodeName, ToolCallID: r.ToolCallID}, Terminal: r.Terminal, Inputs: inputsToWire(r.Inputs),
+		Caller: v1.Caller{RunID: r.RunID, NodeName: r.NodeName, ToolCallID: r.ToolCallID}, Terminal: r.Terminal, Inputs: inputs(r.Inputs),
 	}
 }
 
-func inputsToWire(in []audit.Input) []v1.AuditInput {
+func inputs(in []audit.Input) []v1.AuditInput {
 	var out []v1.AuditInput
 	for _, i := range in {
 		out = append(out, v1.AuditInput(i))
 	}
 	return out
+}
+
+// Session is a session as the API shows it.
+func Session(i engine.SessionInfo) v1.Session {
+	return v1.Session{
+		ID: i.ID, Owner: i.Owner, Backend: i.Backend, Isolation: i.Isolation.String(), Labels: i.Labels, Limits: i.Limits,
+		Created: i.Created, Expires: i.Expires, LastUsed: i.LastUsed, IdleTimeout: v1.Seconds(i.IdleTimeout), Execs: i.Execs,
+	}
+}
+
+// Context is an interpreter context as the API shows it.
+func Context(c engine.ContextInfo) v1.Context {
+	return v1.Context{ID: c.ID, Language: c.Language, Created: c.Created, Calls: c.Calls, Lost: c.Lost}
+}
+
+// Terminal is a terminal as the API shows it.
+func Terminal(t engine.TerminalInfo) v1.Terminal {
+	out := v1.Terminal{ID: t.ID, Command: t.Args, Created: t.Created}
+	if t.Exit != nil {
+		out.Exit = &v1.TerminalExit{ExitCode: t.Exit.ExitCode, Signal: t.Exit.Signal, Error: t.Exit.Error}
+	}
+	return out
+}
+
+// ToolResult returns a tool call's response as the API's answer.
+func ToolResult(r *tool.Response, id string) *v1.ToolResult {
+	out := &v1.ToolResult{
+		ID: id, OK: r.OK, Result: r.Result, Output: r.Output, OutputTruncated: r.OutputTruncated, Artifacts: r.Artifacts,
+		Source: r.Source, Backend: r.Backend, Isolation: r.Isolation, DurationMS: r.Duration.Milliseconds(), Usage: r.Usage,
+	}
+	if r.Error != nil {
+		e := v1.ToolError(*r.Error)
+		out.Error = &e
+	}
+	return out
+}
+
+// Approval is a call held for an admin's decision as the API shows it.
+func Approval(a guard.Approval) v1.Approval {
+	c := a.Call
+	return v1.Approval{
+		ID: a.ID, Rule: a.Rule, Token: c.Token, Operation: c.Operation, Tool: c.Tool, Language: c.Language, Backend: c.Backend,
+		Caller: event.Caller{RunID: c.RunID, NodeName: c.NodeName, ToolCallID: c.ToolCallID}, Created: a.Created, Expires: a.Expires,
+	}
 }

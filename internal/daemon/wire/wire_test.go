@@ -1,4 +1,4 @@
-package server
+package wire
 
 import (
 	"bytes"
@@ -83,14 +83,14 @@ func TestFunctionRequestWireJSON(t *testing.T) {
 		"minimal": {Code: "def main(): pass"},
 		"params":  {Code: "x", Params: json.RawMessage(`{}`), Timeout: function.Duration(time.Second)},
 	} {
-		b := sameJSON(t, name, r, FunctionRequestToWire(r))
+		b := sameJSON(t, name, r, FunctionRequest(r))
 		// The wire type reads back what it wrote, and what the protocol reads.
 		var back v1.FunctionRequest
 		if err := json.Unmarshal(b, &back); err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		if !reflect.DeepEqual(&back, FunctionRequestToWire(r)) {
-			t.Errorf("%s: round trip %+v != %+v", name, back, *FunctionRequestToWire(r))
+		if !reflect.DeepEqual(&back, FunctionRequest(r)) {
+			t.Errorf("%s: round trip %+v != %+v", name, back, *FunctionRequest(r))
 		}
 	}
 	// The text forms the protocol accepts.
@@ -120,9 +120,9 @@ func TestFunctionResponseWireJSON(t *testing.T) {
 		"no diagnostics": {OK: true, Diagnostics: []function.Diagnostic{}, Data: json.RawMessage(`[]`)},
 		"data null":      {OK: true, Data: json.RawMessage(`null`)},
 	} {
-		w := FunctionResponseToWire(r)
+		w := FunctionResponse(r)
 		sameJSON(t, name, r, w)
-		if back := FunctionResponseFromWire(w); !reflect.DeepEqual(back, r) {
+		if back := FunctionResponseOf(w); !reflect.DeepEqual(back, r) {
 			t.Errorf("%s: back from the wire %+v != %+v", name, back, r)
 		}
 		if (w.Err() == nil) != (r.Err() == nil) || w.Err() != nil && w.Err().Error() != r.Err().Error() {
@@ -132,7 +132,7 @@ func TestFunctionResponseWireJSON(t *testing.T) {
 	// Every code keeps its kind on the wire.
 	for _, code := range function.Codes() {
 		r := &function.Response{Code: code, Error: "x"}
-		if got, want := FunctionResponseToWire(r).Err(), r.Err(); function.KindOf(code) != sandbox.KindOf(got) || sandbox.KindOf(got) != sandbox.KindOf(want) {
+		if got, want := FunctionResponse(r).Err(), r.Err(); function.KindOf(code) != sandbox.KindOf(got) || sandbox.KindOf(got) != sandbox.KindOf(want) {
 			t.Errorf("%s: kind %v, want %v", code, got, want)
 		}
 	}
@@ -175,15 +175,7 @@ func TestHealthWireJSON(t *testing.T) {
 		"no candidates": {Configured: "off", SelectedBecause: "execution is turned off"},
 		"empty":         {Candidates: []engine.Candidate{}},
 	} {
-		sameJSON(t, name, r, HealthToWire(r))
-	}
-	// The report of a real engine.
-	en := newEnv(t, setup{})
-	rep := en.srv.opts.Engine.Report(t.Context())
-	b := sameJSON(t, "engine", rep, HealthToWire(rep))
-	var h v1.Health
-	if err := json.Unmarshal(b, &h); err != nil || !reflect.DeepEqual(h, HealthToWire(rep)) {
-		t.Errorf("round trip: %+v %v", h, err)
+		sameJSON(t, name, r, Health(r))
 	}
 }
 
@@ -200,7 +192,7 @@ func TestAuditWireJSON(t *testing.T) {
 		RunID: "r1", NodeName: "n1", ToolCallID: "c1", Terminal: "t1", Inputs: []audit.Input{{Path: "a", Size: 1, SHA256: "ab"}, {Size: 2, SHA256: "cd"}},
 	}
 	allSet(t, "audit.Record", &rec)
-	got, err := json.Marshal(AuditToWire([]audit.Record{rec, {ID: "fn1", Time: rec.Time, Token: "anonymous", Operation: "lint"}}, 7))
+	got, err := json.Marshal(Audit([]audit.Record{rec, {ID: "fn1", Time: rec.Time, Token: "anonymous", Operation: "lint"}}, 7))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,11 +205,11 @@ func TestAuditWireJSON(t *testing.T) {
 	if string(got) != want {
 		t.Errorf("audit JSON\n got %s\nwant %s", got, want)
 	}
-	if b, _ := json.Marshal(AuditToWire([]audit.Record{}, 0)); string(b) != `{"records":[],"total":0}` {
+	if b, _ := json.Marshal(Audit([]audit.Record{}, 0)); string(b) != `{"records":[],"total":0}` {
 		t.Errorf("no records: %s", b)
 	}
 	q := v1.AuditQuery{Token: "ci", Operation: v1.OpLint, ErrorCode: "busy", RunID: "r1", Since: rec.Time, Until: rec.Time.Add(time.Hour), Limit: 7}
-	if got := AuditQueryFromWire(q); got != (audit.Query{Token: "ci", Operation: "lint", ErrorCode: "busy", RunID: "r1", Since: q.Since, Until: q.Until, Limit: 7}) {
+	if got := AuditQueryOf(q); got != (audit.Query{Token: "ci", Operation: "lint", ErrorCode: "busy", RunID: "r1", Since: q.Since, Until: q.Until, Limit: 7}) {
 		t.Errorf("query %+v", got)
 	}
 }
