@@ -84,3 +84,19 @@ func LastLine(s string) string {
 	}
 	return s
 }
+
+type probingKey struct{}
+
+// Probing marks ctx as a health probe's. A sandbox made under it is the
+// probe's alone: the backend boots nothing ahead to follow it (a warm VM
+// or Pod), so a backend that only its probes use holds no machine
+// between them.
+func Probing(ctx context.Context) context.Context {
+	return context.WithValue(ctx, probingKey{}, true)
+}
+
+// IsProbing says whether ctx is a health probe's (Probing).
+func IsProbing(ctx context.Context) bool {
+	v, _ := ctx.Value(probingKey{}).(bool)
+	return v
+}

@@ -54,5 +54,7 @@
 // (image and limits; the two shapes used last) in the background, attached
 // and waiting for their agent's setup, and the next Create of that shape
 // takes one. Each serves one sandbox and is deleted with it; Close deletes
-// the waiting ones, and Reconcile those of a killed execbox.
+// the waiting ones, and Reconcile those of a killed execbox. A health
+// probe's Pod (sandbox.Probing) neither takes a warm Pod nor has one
+// started after it.
 package kubernetes

@@ -169,6 +169,9 @@ func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbo
 	}
 	b.reconciled.Do(func() { b.Reconcile(ctx) })
 	sh, warmable := shapeOf(spec)
+	// A health probe's Pod is its own: it takes no warm Pod a call would
+	// have found and has none started after it.
+	warmable = warmable && !sandbox.IsProbing(ctx)
 	w, ok := warmPod{}, false
 	if warmable {
 		w, ok = b.pool.Take(sh)
@@ -252,7 +255,7 @@ func (b *Backend) probe(ctx context.Context) sandbox.Health {
 	}
 	start := time.Now()
 	spec := sandbox.Spec{Limits: b.defaults}
-	ok, reason := sandbox.Smoke(ctx, b, spec)
+	ok, reason := sandbox.Smoke(sandbox.Probing(ctx), b, spec)
 	h.Available = ok || !strings.HasPrefix(reason, "smoke check could not run")
 	if !ok {
 		h.Reason = reason

@@ -63,6 +63,22 @@ func TestWarmPods(t *testing.T) {
 	}
 	waitWarm(1)
 
+	// A health probe's Pod is its own: the warm one stays, and none is
+	// started after it.
+	idle, existing := b.pool.Len(), mine()
+	probe, err := b.Create(sandbox.Probing(ctx), sandbox.Spec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if slices.Contains(existing, "execbox-"+probe.ID()) {
+		t.Fatal("a probe's Create took a warm Pod")
+	}
+	probe.Close(ctx)
+	def := sandbox.Spec{Limits: sandbox.Limits{}.WithDefaults(b.defaults)}
+	if sh, _ := shapeOf(def); b.pool.Len() != idle || b.pool.Pending(sh) != 1 {
+		t.Fatalf("after a probe: %d warm Pods (%d of the default shape waiting or starting), want %d and 1", b.pool.Len(), b.pool.Pending(sh), idle)
+	}
+
 	before := mine()
 	labelled := create(sandbox.Spec{Labels: map[string]string{"session": "s1"}})
 	other := create(sandbox.Spec{Limits: sandbox.Limits{Memory: 200 * sandbox.MiB}})

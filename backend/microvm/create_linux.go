@@ -43,13 +43,23 @@ func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbo
 		return nil, err
 	}
 	sh := shapeOf(spec.Limits, viewKey(view))
-	m, ok := b.pool.Take(sh)
+	// A health probe boots its own VM and leaves the pool as it was: it
+	// neither takes the warm VM a call would have found nor has one booted
+	// after it (a backend only probes use holds no VM between them).
+	probing := sandbox.IsProbing(ctx)
+	var m *machine
+	ok := false
+	if !probing {
+		m, ok = b.pool.Take(sh)
+	}
 	if !ok {
 		if m, err = b.boot(ctx, h, h.Own.accel, sh, view); err != nil {
 			return nil, err
 		}
 	}
-	b.pool.Refill(sh, b.bootWarm(sh, view))
+	if !probing {
+		b.pool.Refill(sh, b.bootWarm(sh, view))
+	}
 	files := spec.Files
 	spec.Files = nil
 	err = m.client.Setup(ctx, guest.Setup{Spec: spec, Files: files, HostEnv: sandbox.BuildEnv(os.Environ(), spec.Policy, nil)})

@@ -24,5 +24,7 @@
 // VMs run under TCG, software emulation, which Capabilities marks
 // Emulated: the engine's auto then never picks the backend. Warm VMs
 // (microvm.warm per sandbox shape) hide the boot: each serves one
-// sandbox, then goes.
+// sandbox, then goes. They follow calls, not health probes: a probe
+// (sandbox.Probing) boots a VM of its own and leaves the pool alone, so a
+// backend that nothing but probes uses holds no VM between them.
 package microvm

@@ -123,7 +123,8 @@ func TestQEMUIsConfined(t *testing.T) {
 }
 
 // Warm VMs: after a Create, one VM of the same shape is booted in the
-// background, and the next Create takes it instead of booting.
+// background, and the next Create takes it instead of booting. A health
+// probe's Create boots a VM of its own and leaves the pool as it was.
 func TestWarmPool(t *testing.T) {
 	b := newBackend(t)
 	spec := sandbox.Spec{Limits: sandbox.Limits{Memory: 200 * sandbox.MiB}} // a shape of its own
@@ -143,6 +144,29 @@ func TestWarmPool(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	warm := b.pool.Idle(sh)[0]
+	probe, err := b.Create(sandbox.Probing(t.Context()), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if probe.(*vmSandbox).vm == warm {
+		t.Fatal("a probe's Create took the warm VM")
+	}
+	probe.Close(context.Background())
+	if n := b.pool.Pending(sh); n != 1 || b.pool.Idle(sh)[0] != warm {
+		t.Fatalf("after a probe: %d VMs waiting or booting, want the warm one alone", n)
+	}
+	// Of a shape with no warm VM, a probe has none booted after it.
+	other := sandbox.Spec{Limits: sandbox.Limits{Memory: 180 * sandbox.MiB}}
+	probe, err = b.Create(sandbox.Probing(t.Context()), other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	probe.Close(context.Background())
+	_, other, _ = b.Admit(other)
+	otherView, _ := b.view(other)
+	if n := b.pool.Pending(shapeOf(other.Limits, viewKey(otherView))); n != 0 {
+		t.Fatalf("after a probe of a new shape: %d VMs waiting or booting, want none", n)
+	}
 	sb, err = b.Create(t.Context(), spec)
 	if err != nil {
 		t.Fatal(err)

@@ -34,7 +34,7 @@ func (b *Backend[F]) Health(ctx context.Context) sandbox.Health {
 
 // probeHealth runs /bin/true in a one-shot sandbox, then the smoke check.
 func (b *Backend[F]) probeHealth(ctx context.Context, h *Host[F]) (ok, ready bool, reason string) {
-	ctx, cancel := context.WithTimeout(ctx, b.opts.ProbeTimeout)
+	ctx, cancel := context.WithTimeout(sandbox.Probing(ctx), b.opts.ProbeTimeout)
 	defer cancel()
 	start := time.Now()
 	res, err := sandbox.Run(ctx, b.self, sandbox.Spec{Limits: sandbox.Limits{Wall: b.opts.ProbeWall}}, &sandbox.Process{Args: []string{"/bin/true"}})

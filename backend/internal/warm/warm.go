@@ -126,6 +126,13 @@ func (p *Pool[K, V]) Idle(k K) []V {
 	return append([]V(nil), p.idle[k]...)
 }
 
+// Pending is how many machines of shape k wait or are being started.
+func (p *Pool[K, V]) Pending(k K) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.idle[k]) + p.starting[k]
+}
+
 // Len is how many machines wait, all shapes together.
 func (p *Pool[K, V]) Len() int {
 	p.mu.Lock()

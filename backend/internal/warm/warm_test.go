@@ -66,6 +66,9 @@ func TestPool(t *testing.T) {
 	p := New[string](2, m.alive, m.kill)
 	p.Refill("a", m.start)
 	waitLen(t, p, "a", 2)
+	if n := p.Pending("a"); n != 2 || p.Pending("b") != 0 {
+		t.Fatalf("Pending = %d (b %d), want 2 and 0", n, p.Pending("b"))
+	}
 	p.Refill("a", m.start) // already full
 	// The two starts run side by side: either may wait first.
 	idle := p.Idle("a")
