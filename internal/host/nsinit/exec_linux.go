@@ -72,13 +72,14 @@ func runHelper(c *Config, prog string) *Status {
 	if err != nil {
 		return setupErr(fmt.Errorf("starting the exec helper: %w", err))
 	}
-	st := helperStatus(ours, WriteMsg(ours, execPlan{Prog: prog, Config: c}), c.Args[0])
+	landlock, failed := helperStatus(ours, WriteMsg(ours, execPlan{Prog: prog, Config: c}), c.Args[0])
 	ours.Close() // a helper still reading the plan ends
 	ws := Reap(pid)
-	if st != nil {
-		return st
+	if failed != nil {
+		failed.Landlock = landlock
+		return failed
 	}
-	st = &Status{}
+	st := &Status{Landlock: landlock}
 	if ws.Signaled() {
 		st.ExitCode, st.Signal = -1, int(ws.Signal())
 	} else {
@@ -88,17 +89,16 @@ func runHelper(c *Config, prog string) *Status {
 }
 
 // helperStatus reads what the helper says until its end of the socket
-// closes: nil when the program runs (the socket closed on exec after the
-// ready byte), else why it does not.
-func helperStatus(r io.Reader, werr error, name string) *Status {
-	var st Status
+// closes: what Landlock enforced, and nil when the program runs (the
+// socket closed on exec after the ready byte), else why it does not.
+func helperStatus(r io.Reader, werr error, name string) (landlock string, failed *Status) {
 	for {
 		var b [1]byte
 		if _, err := io.ReadFull(r, b[:]); err != nil {
 			if werr != nil {
-				return &Status{Code: CodeSetup, Error: fmt.Sprintf("sending the exec helper its plan: %v", werr), ExitCode: -1}
+				return landlock, &Status{Code: CodeSetup, Error: fmt.Sprintf("sending the exec helper its plan: %v", werr), ExitCode: -1}
 			}
-			return &Status{Code: CodeSetup, Error: "the exec helper ended before it ran the program", ExitCode: -1}
+			return landlock, &Status{Code: CodeSetup, Error: "the exec helper ended before it ran the program", ExitCode: -1}
 		}
 		if b[0] == readyByte {
 			break
@@ -106,32 +106,30 @@ func helperStatus(r io.Reader, werr error, name string) *Status {
 		// Else a Status frame, whose length's first byte is 0 (< 16 MiB).
 		var rest [3]byte
 		if _, err := io.ReadFull(r, rest[:]); err != nil {
-			return &Status{Code: CodeSetup, Error: "the exec helper sent a cut message", ExitCode: -1}
+			return landlock, &Status{Code: CodeSetup, Error: "the exec helper sent a cut message", ExitCode: -1}
 		}
 		var m Status
 		if err := ReadMsg(io.MultiReader(bytes.NewReader(append(b[:], rest[:]...)), r), &m); err != nil {
-			return &Status{Code: CodeSetup, Error: fmt.Sprintf("reading the exec helper: %v", err), ExitCode: -1}
+			return landlock, &Status{Code: CodeSetup, Error: fmt.Sprintf("reading the exec helper: %v", err), ExitCode: -1}
 		}
 		if m.Error != "" {
-			m.ExitCode = -1
-			m.Landlock = st.Landlock
-			return &m
+			return landlock, &Status{Code: m.Code, Error: m.Error, ExitCode: -1}
 		}
-		st.Landlock = m.Landlock
+		landlock = m.Landlock
 	}
 	var fail [5]byte
 	n, _ := io.ReadFull(r, fail[:])
 	switch {
 	case n == 0:
-		return nil // exec closed the socket: the program runs
+		return landlock, nil // exec closed the socket: the program runs
 	case n < len(fail):
-		return &Status{Code: CodeSetup, Error: "the exec helper sent a cut message", ExitCode: -1, Landlock: st.Landlock}
+		return landlock, &Status{Code: CodeSetup, Error: "the exec helper sent a cut message", ExitCode: -1}
 	}
 	errno := syscall.Errno(binary.BigEndian.Uint32(fail[1:]))
 	if fail[0] == stepExecute {
-		return &Status{Code: ExecErrorCode(errno), Error: fmt.Sprintf("starting %s: %v", name, errno), ExitCode: -1, Landlock: st.Landlock}
+		return landlock, &Status{Code: ExecErrorCode(errno), Error: fmt.Sprintf("starting %s: %v", name, errno), ExitCode: -1}
 	}
-	return &Status{Code: CodeSetup, Error: fmt.Sprintf("setting the rlimits: %v", errno), ExitCode: -1, Landlock: st.Landlock}
+	return landlock, &Status{Code: CodeSetup, Error: fmt.Sprintf("setting the rlimits: %v", errno), ExitCode: -1}
 }
 
 // execMain is the helper. It restricts its one thread as the init does

@@ -321,6 +321,7 @@ func TestProcessWideRlimitsBindTheProgramOnly(t *testing.T) {
 	const as, nproc = 3 << 30, 77
 	cfg := sandboxConfig(t, work, "/bin/sh", "-c", `echo $$ > pid; i=0; while [ ! -e done ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done; exit 4`)
 	cfg.Rlimits = []Rlimit{{Resource: syscall.RLIMIT_AS, Cur: as, Max: as}, {Resource: 6 /* RLIMIT_NPROC */, Cur: nproc, Max: nproc}}
+	cfg.Landlock = &Landlock{RW: []string{"/work"}} // taken on by the helper, and said
 	limits := func(pid int) (string, string) {
 		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/limits", pid))
 		if err != nil {
@@ -371,8 +372,8 @@ func TestProcessWideRlimitsBindTheProgramOnly(t *testing.T) {
 	}()
 	st := runInit(t, cfg, func(pid int) { pids <- pid })
 	<-checked
-	if st.Error != "" || st.ExitCode != 4 {
-		t.Errorf("status %+v, want the program's exit 4", st)
+	if st.Error != "" || st.ExitCode != 4 || !strings.HasPrefix(st.Landlock, "landlock ABI") {
+		t.Errorf("status %+v, want the program's exit 4 and what Landlock enforced", st)
 	}
 
 	t.Run("exec refused", func(t *testing.T) {
