@@ -179,50 +179,10 @@ config(); recv(1); os.kill(os.getpid(), 9)`, protocol))
 // go-ahead: a placement slower than a failing setup still gets the init's
 // own error, not "no such process". Needs root (namespaces, mounts).
 func TestSlowPlacementKeepsStatus(t *testing.T) {
-	if os.Geteuid() != 0 {
-		if strings.Contains(os.Getenv("EXECBOX_REQUIRE"), "native") {
-			t.Fatal("needs root")
-		}
-		t.Skip("needs root")
-	}
-	root := t.TempDir()
-	work := t.TempDir()
-	cfg := &Config{
-		Args: []string{"no-such-program"}, Env: []string{"PATH=/usr/bin:/bin"}, Dir: "/work",
-		UID: 65534, GID: 65534, Hostname: "sandbox", Root: root,
-		Binds:    []Bind{{Source: "/usr", Target: "/usr", Exec: true}},
-		Symlinks: []Symlink{{Path: "/bin", Target: "usr/bin"}},
-		Devices:  []string{"null"},
-		Tmp:      Tmp{Size: 1 << 20},
-		Mounts:   []Bind{{Source: work, Target: "/work", Writable: true}},
-	}
-	l, err := NewLaunch(cfg, Options{
-		Cloneflags: Namespaces,
-		UIDMap:     []syscall.SysProcIDMap{{ContainerID: 0, HostID: 0, Size: 1}, {ContainerID: 65534, HostID: 65534, Size: 1}},
-		GIDMap:     []syscall.SysProcIDMap{{ContainerID: 0, HostID: 0, Size: 1}, {ContainerID: 65534, HostID: 65534, Size: 1}},
-		Setgroups:  true,
-		CgroupFD:   -1,
+	st := runInit(t, sandboxConfig(t, t.TempDir(), "no-such-program"), func(pid int) error {
+		time.Sleep(200 * time.Millisecond) // the init has long failed its lookup
+		return syscall.Kill(pid, 0)        // and must still be there
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	var st *Status
-	go func() {
-		var err error
-		st, err = l.Serve(func(pid, _ int) error {
-			time.Sleep(200 * time.Millisecond) // the init has long failed its lookup
-			return syscall.Kill(pid, 0)        // and must still be there
-		})
-		done <- err
-	}()
-	if err := l.Cmd.Run(); err != nil {
-		t.Fatalf("init: %v", err)
-	}
-	l.Release()
-	if err := <-done; err != nil {
-		t.Fatalf("Serve: %v", err)
-	}
 	if st.Code != CodeNotFound {
 		t.Fatalf("status %+v, want %s", st, CodeNotFound)
 	}
@@ -261,8 +221,9 @@ func TestProgramErrorCodes(t *testing.T) {
 
 // runInit runs the real init, re-executed from this test binary, with cfg
 // in fresh namespaces mapping root and 65534 to themselves, and returns
-// its status; place (may be nil) gets the init's host PID. Needs root.
-func runInit(t *testing.T, cfg *Config, place func(pid int)) *Status {
+// its status; place (may be nil) gets the init's host PID, and its error
+// withholds the go-ahead. Needs root.
+func runInit(t *testing.T, cfg *Config, place func(pid int) error) *Status {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		if strings.Contains(os.Getenv("EXECBOX_REQUIRE"), "native") {
@@ -281,7 +242,7 @@ func runInit(t *testing.T, cfg *Config, place func(pid int)) *Status {
 		var err error
 		st, err = l.Serve(func(pid, _ int) error {
 			if place != nil {
-				place(pid)
+				return place(pid)
 			}
 			return nil
 		})
@@ -370,7 +331,7 @@ func TestProcessWideRlimitsBindTheProgramOnly(t *testing.T) {
 		}
 		os.WriteFile(filepath.Join(work, "done"), nil, 0o644)
 	}()
-	st := runInit(t, cfg, func(pid int) { pids <- pid })
+	st := runInit(t, cfg, func(pid int) error { pids <- pid; return nil })
 	<-checked
 	if st.Error != "" || st.ExitCode != 4 || !strings.HasPrefix(st.Landlock, "landlock ABI") {
 		t.Errorf("status %+v, want the program's exit 4 and what Landlock enforced", st)
