@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -26,9 +27,12 @@ type Owner struct {
 
 // AdmissionStats are the run gate's counters.
 type AdmissionStats struct {
-	// Slots and SlotsInUse: MaxRuns, and how many runs (and created
-	// sandboxes) hold one now.
+	// Slots and SlotsInUse: the run slots of every lane, and how many runs
+	// (and created sandboxes) hold one now.
 	Slots, SlotsInUse int
+	// Lanes are the slots by where the runs go: the host's, and one per
+	// remote backend that says its own capacity.
+	Lanes []Lane
 	// ResultMemory and ResultMemoryInUse: the result memory, and how much
 	// of it the admitted runs reserve now.
 	ResultMemory, ResultMemoryInUse int64
@@ -41,43 +45,124 @@ type AdmissionStats struct {
 	SessionMemory, SessionMemoryInUse int64
 }
 
-// gate is the engine's admission: MaxRuns slots, of which ReservedRuns
-// only privileged owners take and at most OwnerRuns one unprivileged
-// owner holds, and ResultMemory bytes of which every run reserves its
-// limits' ResultBytes. What does not fit waits in a queue of at most
-// QueueDepth runs for at most QueueWait (a burst is served, not refused);
-// past either it is refused with ErrBusy, code "busy".
+// Lane is the run slots of the backends that share a capacity: Name
+// "host" is this host's (every backend whose sandboxes run here, and
+// every backend when server.max_runs is set), any other name a remote
+// backend's (a cluster), sized by what it says bounds it.
+type Lane struct {
+	Name string `json:"lane"`
+	// Slots and InUse: how many runs may be alive at once, and are.
+	Slots int `json:"slots"`
+	InUse int `json:"in_use"`
+	// Source says where Slots came from.
+	Source string `json:"source"`
+}
+
+// HostLane is the name of the host's lane.
+const HostLane = "host"
+
+// maxRemoteRuns bounds a remote lane whatever its backend says: each run
+// in it still costs this server goroutines, a connection and its result
+// memory (server.max_result_memory bounds that apart).
+const maxRemoteRuns = 1024
+
+// gate is the engine's admission. Runs take a slot of their lane — the
+// host's (MaxRuns, else its cores) or a remote backend's (its Capacity) —
+// of which ReservedRuns only privileged owners take and at most OwnerRuns
+// (else half the lane's) one unprivileged owner holds, and ResultMemory
+// bytes of which every run reserves its limits' ResultBytes. What does not
+// fit waits in a queue of at most QueueDepth runs for at most QueueWait (a
+// burst is served, not refused); past either it is refused with ErrBusy,
+// code "busy".
 type gate struct {
-	slots, reserved, share int
-	memory                 int64
-	depth                  int
-	wait                   time.Duration
-	observe                func(waited time.Duration, admitted bool)
+	fixed           bool // server.max_runs was set: every backend shares the host's lane
+	hostSlots       int
+	hostSource      string
+	reserved, share int // as configured; share 0 is half a lane's slots
+	memory          int64
+	depth           int
+	wait            time.Duration
+	observe         func(waited time.Duration, admitted bool)
 
 	mu      sync.Mutex
-	inUse   int
+	lanes   map[string]*lane
 	memUsed int64
-	byOwner map[string]int
 	queued  int
 	freed   chan struct{} // closed, and replaced, whenever a run is released
 }
 
-func newGate(slots, reserved, share int, memory int64, depth int, wait time.Duration, observe func(time.Duration, bool)) *gate {
+// lane is one lane's slots and holders.
+type lane struct {
+	slots   int
+	source  string
+	inUse   int
+	byOwner map[string]int
+}
+
+// newGate makes the gate: maxRuns > 0 is server.max_runs, for every
+// backend; 0 sizes the host's lane by its cores and each remote backend's
+// by its capacity.
+func newGate(maxRuns, reserved, share int, memory int64, depth int, wait time.Duration, observe func(time.Duration, bool)) *gate {
 	if observe == nil {
 		observe = func(time.Duration, bool) {}
 	}
-	return &gate{slots: slots, reserved: reserved, share: share, memory: memory, depth: depth, wait: wait,
-		observe: observe, byOwner: map[string]int{}, freed: make(chan struct{})}
+	g := &gate{reserved: reserved, share: share, memory: memory, depth: depth, wait: wait,
+		observe: observe, lanes: map[string]*lane{}, freed: make(chan struct{})}
+	g.fixed, g.hostSlots = maxRuns > 0, maxRuns
+	g.hostSource = fmt.Sprintf("server.max_runs %d", maxRuns)
+	if !g.fixed {
+		g.hostSlots = runtime.NumCPU()
+		g.hostSource = fmt.Sprintf("the host's %d cores; server.max_runs unset", g.hostSlots)
+	}
+	g.lanes[HostLane] = &lane{slots: g.hostSlots, source: g.hostSource, byOwner: map[string]int{}}
+	return g
+}
+
+// laneOf names the lane of backend b's runs.
+func (g *gate) laneOf(b sandbox.Backend) string {
+	if b == nil || g.fixed || !b.Capabilities().Remote {
+		return HostLane
+	}
+	return b.Name()
+}
+
+// laneLocked returns the lane name, made when first asked for: a remote
+// lane whose backend has not said its capacity yet has the host's.
+func (g *gate) laneLocked(name string) *lane {
+	l := g.lanes[name]
+	if l == nil {
+		l = &lane{slots: g.hostSlots, source: g.hostSource + ", until backend " + name + " says its capacity", byOwner: map[string]int{}}
+		g.lanes[name] = l
+	}
+	return l
+}
+
+// setCapacity sizes backend name's lane by what it said (Capacitor); a
+// fixed gate (server.max_runs) keeps its one lane. Runs already holding
+// slots keep them: a lane made smaller admits again once they are fewer.
+func (g *gate) setCapacity(name string, c sandbox.Capacity) {
+	if g.fixed || name == HostLane {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	l := g.laneLocked(name)
+	l.slots, l.source = min(max(c.Runs, 0), maxRemoteRuns), c.Source
+	if c.Runs > maxRemoteRuns {
+		l.source += fmt.Sprintf(", at most %d (execbox's bound on one backend's runs)", maxRemoteRuns)
+	}
+	close(g.freed) // the queue tries again: the lane may have grown
+	g.freed = make(chan struct{})
 }
 
 func busy(format string, args ...any) error {
 	return sandbox.Errorf(sandbox.ErrBusy, "busy", format+"; try again later", args...)
 }
 
-// take admits one run of owner holding mem bytes of results, waiting in
-// the queue while it does not fit, or refuses. release gives it back; it
-// is safe to call more than once.
-func (g *gate) take(ctx context.Context, o Owner, mem int64) (release func(), err error) {
+// take admits one run of owner in lane (laneOf) holding mem bytes of
+// results, waiting in the queue while it does not fit, or refuses.
+// release gives it back; it is safe to call more than once.
+func (g *gate) take(ctx context.Context, o Owner, mem int64, laneName string) (release func(), err error) {
 	if mem > g.memory {
 		return nil, sandbox.Errorf(sandbox.ErrInvalid, "limit_too_high",
 			"limits: 2 × output + artifact_bytes is %s, more than the whole result memory %s (server.max_result_memory)",
@@ -98,7 +183,7 @@ func (g *gate) take(ctx context.Context, o Owner, mem int64) (release func(), er
 	}()
 	for {
 		g.mu.Lock()
-		release, why := g.tryLocked(o, mem)
+		release, why := g.tryLocked(o, mem, laneName)
 		if why == nil {
 			g.mu.Unlock()
 			return release, nil
@@ -130,32 +215,42 @@ func (g *gate) take(ctx context.Context, o Owner, mem int64) (release func(), er
 }
 
 // tryLocked admits the run if it fits now; else it says why not.
-func (g *gate) tryLocked(o Owner, mem int64) (release func(), why error) {
+func (g *gate) tryLocked(o Owner, mem int64, laneName string) (release func(), why error) {
+	l := g.laneLocked(laneName)
 	shared := o.Name != "" && !o.Privileged
+	reserved := min(g.reserved, max(l.slots-1, 0))
+	share := g.share
+	if share == 0 {
+		share = max(1, (l.slots+1)/2)
+	}
+	what := "every run slot is taken"
+	if laneName != HostLane {
+		what = "every run slot of backend " + laneName + " is taken"
+	}
 	switch {
-	case g.inUse >= g.slots:
-		return nil, fmt.Errorf("every run slot is taken (server.max_runs %d)", g.slots)
-	case shared && g.inUse >= g.slots-g.reserved:
-		return nil, fmt.Errorf("the free run slots are kept for admin tokens (server.admin_runs %d of server.max_runs %d)", g.reserved, g.slots)
-	case shared && g.byOwner[o.Name] >= g.share:
-		return nil, fmt.Errorf("token %s holds %d run slots, its share (server.max_runs_per_token)", o.Name, g.share)
+	case l.inUse >= l.slots:
+		return nil, fmt.Errorf("%s (%d: %s)", what, l.slots, l.source)
+	case shared && l.inUse >= l.slots-reserved:
+		return nil, fmt.Errorf("the free run slots are kept for admin tokens (server.admin_runs %d of %d: %s)", reserved, l.slots, l.source)
+	case shared && l.byOwner[o.Name] >= share:
+		return nil, fmt.Errorf("token %s holds %d run slots, its share (server.max_runs_per_token)", o.Name, share)
 	case g.memUsed+mem > g.memory:
 		return nil, fmt.Errorf("the runs in flight hold %s of the %s of result memory, and this one may need %s (server.max_result_memory)",
 			sandbox.FormatSize(g.memUsed), sandbox.FormatSize(g.memory), sandbox.FormatSize(mem))
 	}
-	g.inUse++
+	l.inUse++
 	g.memUsed += mem
 	if shared {
-		g.byOwner[o.Name]++
+		l.byOwner[o.Name]++
 	}
 	return sync.OnceFunc(func() {
 		g.mu.Lock()
 		defer g.mu.Unlock()
-		g.inUse--
+		l.inUse--
 		g.memUsed -= mem
 		if shared {
-			if g.byOwner[o.Name]--; g.byOwner[o.Name] == 0 {
-				delete(g.byOwner, o.Name)
+			if l.byOwner[o.Name]--; l.byOwner[o.Name] == 0 {
+				delete(l.byOwner, o.Name)
 			}
 		}
 		close(g.freed) // the queue tries again
@@ -163,11 +258,25 @@ func (g *gate) tryLocked(o Owner, mem int64) (release func(), why error) {
 	}), nil
 }
 
+// lane returns lane name's state.
+func (g *gate) lane(name string) Lane {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	l := g.laneLocked(name)
+	return Lane{Name: name, Slots: l.slots, InUse: l.inUse, Source: l.source}
+}
+
 func (g *gate) stats() AdmissionStats {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return AdmissionStats{Slots: g.slots, SlotsInUse: g.inUse, ResultMemory: g.memory, ResultMemoryInUse: g.memUsed,
-		Queued: g.queued, QueueDepth: g.depth}
+	st := AdmissionStats{ResultMemory: g.memory, ResultMemoryInUse: g.memUsed, Queued: g.queued, QueueDepth: g.depth}
+	for _, name := range slices.Sorted(maps.Keys(g.lanes)) {
+		l := g.lanes[name]
+		st.Lanes = append(st.Lanes, Lane{Name: name, Slots: l.slots, InUse: l.inUse, Source: l.source})
+		st.Slots += l.slots
+		st.SlotsInUse += l.inUse
+	}
+	return st
 }
 
 // Admission returns the run gate's counters, and the sessions' memory.
@@ -244,16 +353,19 @@ type Ticket struct {
 	e       *Engine
 	spec    sandbox.Spec
 	sources map[string]string // where each limit came from
+	owner   Owner
+	lane    string // the gate's lane its slot is in
 	release func()
 }
 
-// Admit admits a run of spec for owner: Plan, then Plan.Admit.
-func (e *Engine) Admit(ctx context.Context, owner Owner, spec sandbox.Spec) (*Ticket, error) {
+// Admit admits a run of spec for owner on the backend sel selects: Plan,
+// then Plan.Admit.
+func (e *Engine) Admit(ctx context.Context, owner Owner, sel sandbox.Selection, spec sandbox.Spec) (*Ticket, error) {
 	p, err := e.Plan(spec)
 	if err != nil {
 		return nil, err
 	}
-	return p.Admit(ctx, owner)
+	return p.Admit(ctx, owner, sel)
 }
 
 // Plan is a run's spec checked, before it waits for a slot: a caller that
@@ -279,17 +391,39 @@ func (e *Engine) Plan(spec sandbox.Spec) (*Plan, error) {
 // Limits are the planned run's limits, defaults and maxima applied.
 func (p *Plan) Limits() sandbox.Limits { return p.spec.Limits }
 
-// Admit takes a run slot for owner and reserves the result memory the
-// limits allow (2 × output + artifact_bytes), within the owner's share;
-// what does not fit waits in the admission queue (QueueDepth, QueueWait),
-// and is refused with ErrBusy, code "busy", when the queue is full or the
-// wait passes. The caller must Release the ticket.
-func (p *Plan) Admit(ctx context.Context, owner Owner) (*Ticket, error) {
-	release, err := p.e.gate.take(ctx, owner, p.spec.Limits.ResultBytes())
-	if err != nil {
+// Admit takes a run slot for owner in the lane of the backend sel selects
+// now (the host's, or a remote backend's) and reserves the result memory
+// the limits allow (2 × output + artifact_bytes), within the owner's
+// share; what does not fit waits in the admission queue (QueueDepth,
+// QueueWait), and is refused with ErrBusy, code "busy", when the queue is
+// full or the wait passes. A selection that fails now takes a host slot:
+// Run selects again, and fails or retries as it would have. The caller
+// must Release the ticket.
+func (p *Plan) Admit(ctx context.Context, owner Owner, sel sandbox.Selection) (*Ticket, error) {
+	b, _, _ := p.e.Select(ctx, sel)
+	t := &Ticket{e: p.e, spec: p.spec, sources: p.sources, owner: owner, lane: p.e.gate.laneOf(b)}
+	var err error
+	if t.release, err = p.e.gate.take(ctx, owner, p.spec.Limits.ResultBytes(), t.lane); err != nil {
 		return nil, err
 	}
-	return &Ticket{e: p.e, spec: p.spec, sources: p.sources, release: release}, nil
+	return t, nil
+}
+
+// follow moves the ticket's slot to the lane of b, the backend a try
+// selected, when that is not the one it was admitted in (auto choosing
+// another backend since).
+func (t *Ticket) follow(ctx context.Context, b sandbox.Backend) error {
+	name := t.e.gate.laneOf(b)
+	if name == t.lane {
+		return nil
+	}
+	release, err := t.e.gate.take(ctx, t.owner, t.spec.Limits.ResultBytes(), name)
+	if err != nil {
+		return err
+	}
+	t.release()
+	t.release, t.lane = release, name
+	return nil
 }
 
 // Limits are the admitted run's limits, defaults and maxima applied.
@@ -310,6 +444,9 @@ func (t *Ticket) Run(ctx context.Context, sel sandbox.Selection, p *sandbox.Proc
 		}
 		a.selected(b)
 		if err := fits(b, spec); err != nil {
+			return nil, err
+		}
+		if err := t.follow(ctx, b); err != nil {
 			return nil, err
 		}
 		sb, err := b.Create(ctx, spec)

@@ -3,8 +3,11 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
+	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -221,7 +224,7 @@ func TestTicketHeldUntilReleased(t *testing.T) {
 	p := &sandbox.Process{Args: []string{"true"}}
 	var tickets []*Ticket
 	for i := range 2 {
-		tk, err := e.Admit(context.Background(), Owner{}, sandbox.Spec{Limits: l})
+		tk, err := e.Admit(context.Background(), Owner{}, sandbox.Selection{}, sandbox.Spec{Limits: l})
 		if err != nil {
 			t.Fatalf("ticket %d: %v", i, err)
 		}
@@ -233,12 +236,12 @@ func TestTicketHeldUntilReleased(t *testing.T) {
 	if st := e.Admission(); st.SlotsInUse != 2 || st.ResultMemoryInUse != 60*sandbox.MiB {
 		t.Fatalf("after two runs, before release: %+v", st)
 	}
-	_, err := e.Admit(context.Background(), Owner{}, sandbox.Spec{Limits: l})
+	_, err := e.Admit(context.Background(), Owner{}, sandbox.Selection{}, sandbox.Spec{Limits: l})
 	if !errors.Is(err, sandbox.ErrBusy) || sandbox.CodeOf(err) != "busy" || !strings.Contains(err.Error(), "server.max_result_memory") {
 		t.Fatalf("a third 30 MiB run in 70 MiB: %v, want busy", err)
 	}
 	// A small run still fits (the default limits: 18 MiB).
-	small, err := e.Admit(context.Background(), Owner{}, sandbox.Spec{Limits: sandbox.Limits{Output: sandbox.MiB, ArtifactBytes: sandbox.MiB}})
+	small, err := e.Admit(context.Background(), Owner{}, sandbox.Selection{}, sandbox.Spec{Limits: sandbox.Limits{Output: sandbox.MiB, ArtifactBytes: sandbox.MiB}})
 	if err != nil {
 		t.Fatalf("a 3 MiB run: %v", err)
 	}
@@ -248,14 +251,14 @@ func TestTicketHeldUntilReleased(t *testing.T) {
 	if st := e.Admission(); st.SlotsInUse != 1 || st.ResultMemoryInUse != 30*sandbox.MiB {
 		t.Fatalf("after one release: %+v", st)
 	}
-	if tk, err := e.Admit(context.Background(), Owner{}, sandbox.Spec{Limits: l}); err != nil {
+	if tk, err := e.Admit(context.Background(), Owner{}, sandbox.Selection{}, sandbox.Spec{Limits: l}); err != nil {
 		t.Fatalf("after a release: %v", err)
 	} else {
 		tk.Release()
 	}
 	tickets[1].Release()
 	// More than the whole result memory can never run: invalid, not busy.
-	_, err = e.Admit(context.Background(), Owner{}, sandbox.Spec{Limits: sandbox.Limits{Output: 16 * sandbox.MiB, ArtifactBytes: 64 * sandbox.MiB}})
+	_, err = e.Admit(context.Background(), Owner{}, sandbox.Selection{}, sandbox.Spec{Limits: sandbox.Limits{Output: 16 * sandbox.MiB, ArtifactBytes: 64 * sandbox.MiB}})
 	if !errors.Is(err, sandbox.ErrInvalid) || !strings.Contains(err.Error(), "more than the whole result memory") {
 		t.Fatalf("a run larger than the result memory: %v", err)
 	}
@@ -267,7 +270,9 @@ func TestTicketHeldUntilReleased(t *testing.T) {
 // the admin out). Owner{} (no tokens) has no share.
 func TestOwnerShares(t *testing.T) {
 	e := captureEngine(t, Options{MaxRuns: 4, ReservedRuns: 1})
-	admit := func(o Owner) (*Ticket, error) { return e.Admit(context.Background(), o, sandbox.Spec{}) }
+	admit := func(o Owner) (*Ticket, error) {
+		return e.Admit(context.Background(), o, sandbox.Selection{}, sandbox.Spec{})
+	}
 	alice, bob, root := Owner{Name: "alice"}, Owner{Name: "bob"}, Owner{Name: "root", Privileged: true}
 	var held []*Ticket
 	take := func(o Owner) {
@@ -309,7 +314,7 @@ func TestOwnerShares(t *testing.T) {
 	}
 	// With one slot, nothing is reserved and the share is that slot.
 	one := captureEngine(t, Options{MaxRuns: 1, ReservedRuns: 1})
-	tk, err := one.Admit(context.Background(), alice, sandbox.Spec{})
+	tk, err := one.Admit(context.Background(), alice, sandbox.Selection{}, sandbox.Spec{})
 	if err != nil {
 		t.Fatalf("one slot: %v", err)
 	}
@@ -325,13 +330,13 @@ func TestAdmissionQueue(t *testing.T) {
 	e := captureEngine(t, Options{MaxRuns: 1, QueueDepth: 1, QueueWait: time.Hour,
 		AdmissionObserver: func(_ time.Duration, admitted bool) { mu.Lock(); waits = append(waits, admitted); mu.Unlock() }})
 	ctx := context.Background()
-	held, err := e.Admit(ctx, Owner{}, sandbox.Spec{})
+	held, err := e.Admit(ctx, Owner{}, sandbox.Selection{}, sandbox.Spec{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	got := make(chan error, 1)
 	go func() {
-		tk, err := e.Admit(ctx, Owner{}, sandbox.Spec{})
+		tk, err := e.Admit(ctx, Owner{}, sandbox.Selection{}, sandbox.Spec{})
 		if err == nil {
 			tk.Release()
 		}
@@ -341,7 +346,7 @@ func TestAdmissionQueue(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	// The queue is full: the next is refused at once.
-	if _, err := e.Admit(ctx, Owner{}, sandbox.Spec{}); !errors.Is(err, sandbox.ErrBusy) || !strings.Contains(err.Error(), "queue is full") {
+	if _, err := e.Admit(ctx, Owner{}, sandbox.Selection{}, sandbox.Spec{}); !errors.Is(err, sandbox.ErrBusy) || !strings.Contains(err.Error(), "queue is full") {
 		t.Fatalf("past the queue's depth: %v", err)
 	}
 	held.Release()
@@ -350,14 +355,14 @@ func TestAdmissionQueue(t *testing.T) {
 	}
 	// A wait that passes, and one that is cancelled.
 	short := captureEngine(t, Options{MaxRuns: 1, QueueDepth: 4, QueueWait: 50 * time.Millisecond})
-	h2, _ := short.Admit(ctx, Owner{}, sandbox.Spec{})
+	h2, _ := short.Admit(ctx, Owner{}, sandbox.Selection{}, sandbox.Spec{})
 	defer h2.Release()
-	if _, err := short.Admit(ctx, Owner{}, sandbox.Spec{}); !errors.Is(err, sandbox.ErrBusy) || !strings.Contains(err.Error(), "after waiting") {
+	if _, err := short.Admit(ctx, Owner{}, sandbox.Selection{}, sandbox.Spec{}); !errors.Is(err, sandbox.ErrBusy) || !strings.Contains(err.Error(), "after waiting") {
 		t.Fatalf("past the wait: %v", err)
 	}
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
-	if _, err := short.Admit(cctx, Owner{}, sandbox.Spec{}); err == nil || sandbox.CodeOf(err) != "interrupted" {
+	if _, err := short.Admit(cctx, Owner{}, sandbox.Selection{}, sandbox.Spec{}); err == nil || sandbox.CodeOf(err) != "interrupted" {
 		t.Fatalf("a cancelled wait: %v", err)
 	}
 	if q := short.Admission().Queued; q != 0 {
@@ -367,5 +372,118 @@ func TestAdmissionQueue(t *testing.T) {
 	defer mu.Unlock()
 	if len(waits) != 2 || !waits[0] || !waits[1] { // the held run and the queued one; the refused one never queued
 		t.Errorf("observer heard %v", waits)
+	}
+}
+
+// quotaBackend is a remote backend that says its capacity (a cluster's
+// quota, as the kubernetes backend reads it).
+type quotaBackend struct {
+	capture
+	runs atomic.Int64
+}
+
+func (*quotaBackend) Name() string { return "t-quota" }
+func (*quotaBackend) Capabilities() sandbox.Capabilities {
+	return sandbox.Capabilities{Isolation: sandbox.IsolationProcess, Remote: true}
+}
+func (q *quotaBackend) Capacity(context.Context) (sandbox.Capacity, error) {
+	return sandbox.Capacity{Runs: int(q.runs.Load()), Source: "the quota q"}, nil
+}
+
+var quota = &quotaBackend{}
+
+func init() {
+	sandbox.Register(sandbox.Registration{Name: "t-quota", New: func(sandbox.Settings) (sandbox.Backend, error) { return quota, nil }})
+}
+
+// TestLanes: without server.max_runs, a remote backend's runs are admitted
+// by the capacity it says (more than this host's cores when it says so)
+// and refused past it naming where it came from, apart from the host's
+// lane; server.max_runs makes one lane of every backend again; a capacity
+// past maxRemoteRuns is held to it.
+func TestLanes(t *testing.T) {
+	cores := runtime.NumCPU()
+	quota.runs.Store(int64(cores + 3))
+	e, err := New(Options{Backends: []string{"t-capture", "t-quota"}, Backend: "auto", Preference: []string{"t-capture"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Close)
+	ctx := context.Background()
+	caps := map[string]*Lane{}
+	for _, c := range e.Report(ctx).Candidates { // probes, and so asks t-quota
+		caps[c.Name] = c.Capacity
+	}
+	if l := caps["t-quota"]; l == nil || l.Name != "t-quota" || l.Slots != cores+3 || l.Source != "the quota q" {
+		t.Fatalf("t-quota's capacity in the report: %+v", l)
+	}
+	if l := caps["t-capture"]; l == nil || l.Name != HostLane || l.Slots != cores || !strings.Contains(l.Source, "cores") {
+		t.Fatalf("t-capture's capacity in the report: %+v", l)
+	}
+	remote := sandbox.Selection{Backend: "t-quota"}
+	var held []*Ticket
+	defer func() {
+		for _, tk := range held {
+			tk.Release()
+		}
+	}()
+	for i := range cores + 3 {
+		tk, err := e.Admit(ctx, Owner{}, remote, sandbox.Spec{})
+		if err != nil {
+			t.Fatalf("remote run %d of %d: %v", i+1, cores+3, err)
+		}
+		held = append(held, tk)
+	}
+	if _, err := e.Admit(ctx, Owner{}, remote, sandbox.Spec{}); !errors.Is(err, sandbox.ErrBusy) ||
+		!strings.Contains(err.Error(), fmt.Sprintf("every run slot of backend t-quota is taken (%d: the quota q)", cores+3)) {
+		t.Fatalf("a run past the quota: %v", err)
+	}
+	// The host's lane is the host's: all its slots are free.
+	for i := range cores {
+		tk, err := e.Admit(ctx, Owner{}, sandbox.Selection{}, sandbox.Spec{})
+		if err != nil {
+			t.Fatalf("host run %d beside a full remote lane: %v", i+1, err)
+		}
+		held = append(held, tk)
+	}
+	if _, err := e.Admit(ctx, Owner{}, sandbox.Selection{}, sandbox.Spec{}); !errors.Is(err, sandbox.ErrBusy) || !strings.Contains(err.Error(), "every run slot is taken") {
+		t.Fatalf("a host run past its cores: %v", err)
+	}
+	if st := e.Admission(); st.Slots != 2*cores+3 || st.SlotsInUse != 2*cores+3 || len(st.Lanes) != 2 {
+		t.Fatalf("admission stats %+v", st)
+	}
+
+	// A Run ends its ticket: the remote lane admits again. A smaller
+	// capacity holds what runs, and admits below it only.
+	held[0].Release()
+	res, err := e.Run(ctx, remote, sandbox.Spec{}, &sandbox.Process{Args: []string{"true"}})
+	if err != nil || res.ExitCode != 3 {
+		t.Fatalf("a run in the freed remote slot: %v %+v", err, res)
+	}
+
+	// server.max_runs: one lane for both.
+	fixed, err := New(Options{Backends: []string{"t-capture", "t-quota"}, Backend: "auto", Preference: []string{"t-capture"}, MaxRuns: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(fixed.Close)
+	fixed.Report(ctx)
+	a, _ := fixed.Admit(ctx, Owner{}, remote, sandbox.Spec{})
+	b, _ := fixed.Admit(ctx, Owner{}, sandbox.Selection{}, sandbox.Spec{})
+	if _, err := fixed.Admit(ctx, Owner{}, remote, sandbox.Spec{}); !errors.Is(err, sandbox.ErrBusy) || !strings.Contains(err.Error(), "(2: server.max_runs 2)") {
+		t.Fatalf("server.max_runs 2, a third run: %v", err)
+	}
+	a.Release()
+	b.Release()
+
+	// A capacity past the bound is held to it.
+	quota.runs.Store(1 << 20)
+	big, err := New(Options{Backends: []string{"t-quota"}, Backend: "t-quota"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(big.Close)
+	if l := big.Report(ctx).Candidates[0].Capacity; l.Slots != maxRemoteRuns || !strings.Contains(l.Source, "at most 1024") {
+		t.Fatalf("a capacity of 1<<20: %+v", l)
 	}
 }

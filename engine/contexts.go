@@ -219,7 +219,7 @@ func (s *Session) RunCode(ctx context.Context, id, code string, timeout time.Dur
 	if a == nil {
 		return nil, errorf(sandbox.ErrNotFound, "context_lost", "context %s was lost with the session's agent; reset it", id)
 	}
-	release, err := s.e.gate.take(ctx, s.owner, 2*l.Output)
+	release, err := s.e.gate.take(ctx, s.owner, 2*l.Output, s.e.gate.laneOf(s.e.backends[s.info.Backend]))
 	if err != nil {
 		return nil, err
 	}

@@ -2,8 +2,6 @@ package engine
 
 import (
 	"context"
-	"runtime"
-
 	"log/slog"
 	"slices"
 	"sort"
@@ -49,21 +47,24 @@ type Options struct {
 	// its env allowlist is added to the Spec's, and its RunAsUser wins
 	// when set. A request cannot relax it (see Spec.Policy).
 	Policy sandbox.Policy
-	// MaxRuns bounds the sandboxes of Run and Create alive at once; one
-	// more is refused at once with ErrBusy, code "busy". 0 means
-	// runtime.NumCPU(). Function calls have their own bound
-	// (Functions.Concurrency), so a burst of one kind cannot starve the other.
+	// MaxRuns bounds the sandboxes of Run and Create alive at once, on
+	// every backend together; one more waits in the queue, then is
+	// refused with ErrBusy, code "busy". 0 bounds them by where they run:
+	// the backends on this host by its cores (runtime.NumCPU()), a remote
+	// one that says its capacity (sandbox.Capacitor, a cluster's quota) by
+	// that. Function calls have their own bound (Functions.Concurrency),
+	// so a burst of one kind cannot starve the other.
 	MaxRuns int
 	// HealthCache is a file where probe answers are kept between
 	// processes (the CLI runs once per command); "" keeps none. Its
 	// directory should be one only this user can write.
 	HealthCache string
-	// ReservedRuns of the MaxRuns slots are taken only by privileged
-	// owners (Admit), so that no other owner can lock them out; at most
-	// MaxRuns − 1.
+	// ReservedRuns of each lane's slots (AdmissionStats.Lanes) are taken
+	// only by privileged owners (Admit), so that no other owner can lock
+	// them out; at most the lane's slots − 1.
 	ReservedRuns int
-	// OwnerRuns is the most slots one unprivileged owner holds at once; 0
-	// means half of MaxRuns, at least 1.
+	// OwnerRuns is the most slots of a lane one unprivileged owner holds
+	// at once; 0 means half of the lane's, at least 1.
 	OwnerRuns int
 	// ResultMemory bounds what the admitted runs' results may hold: each
 	// reserves 2 × output + artifact_bytes of its limits (Limits.
@@ -141,15 +142,8 @@ func New(o Options) (*Engine, error) {
 	if o.MaxRuns < 0 {
 		return nil, sandbox.Errorf(sandbox.ErrInvalid, "config_invalid", "max_runs %d: must not be negative", o.MaxRuns)
 	}
-	if o.MaxRuns == 0 {
-		o.MaxRuns = runtime.NumCPU()
-	}
 	if o.ReservedRuns < 0 || o.OwnerRuns < 0 || o.ResultMemory < 0 {
 		return nil, sandbox.Errorf(sandbox.ErrInvalid, "config_invalid", "reserved runs, owner runs and result memory must not be negative")
-	}
-	o.ReservedRuns = min(o.ReservedRuns, o.MaxRuns-1)
-	if o.OwnerRuns == 0 {
-		o.OwnerRuns = max(1, (o.MaxRuns+1)/2)
 	}
 	if o.ResultMemory == 0 {
 		o.ResultMemory = sandbox.HostResultMemory()
@@ -324,7 +318,7 @@ func (e *Engine) Maxima() sandbox.Limits { return e.opts.Max }
 // configured policy, holding a run slot and its result memory while it
 // runs (Admit, with no owner; the ticket is released when Run returns).
 func (e *Engine) Run(ctx context.Context, sel sandbox.Selection, spec sandbox.Spec, p *sandbox.Process) (*sandbox.Result, error) {
-	t, err := e.Admit(ctx, Owner{}, spec)
+	t, err := e.Admit(ctx, Owner{}, sel, spec)
 	if err != nil {
 		return nil, err
 	}
@@ -374,18 +368,18 @@ func (e *Engine) Create(ctx context.Context, sel sandbox.Selection, spec sandbox
 	if err != nil {
 		return nil, err
 	}
-	release, err := e.gate.take(ctx, Owner{}, spec.Limits.ResultBytes())
-	if err != nil {
-		return nil, err
-	}
 	b, _, err := e.Select(ctx, sel)
 	if err == nil {
 		err = fits(b, spec)
 	}
-	var sb sandbox.Sandbox
-	if err == nil {
-		sb, err = b.Create(ctx, spec)
+	if err != nil {
+		return nil, err
 	}
+	release, err := e.gate.take(ctx, Owner{}, spec.Limits.ResultBytes(), e.gate.laneOf(b))
+	if err != nil {
+		return nil, err
+	}
+	sb, err := b.Create(ctx, spec)
 	if err != nil {
 		release()
 		return nil, err

@@ -106,7 +106,7 @@ func TestRetries(t *testing.T) {
 	run := func(caller event.Caller) (*sandbox.Result, error) {
 		ctx := WithCall(context.Background(), Call{Caller: caller, RequestID: "req-1", Owner: "alice"})
 		spec := sandbox.Spec{}
-		tk, err := e.Admit(ctx, Owner{}, spec)
+		tk, err := e.Admit(ctx, Owner{}, sandbox.Selection{}, spec)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -150,6 +150,13 @@ func (e *Engine) check(b sandbox.Backend) sandbox.Health {
 	if h.CheckedAt.IsZero() {
 		h.CheckedAt = time.Now()
 	}
+	if c, ok := b.(sandbox.Capacitor); ok && h.Available {
+		if capacity, err := c.Capacity(ctx); err != nil {
+			e.opts.Logger.Warn("asking a backend its capacity", "backend", b.Name(), "err", err)
+		} else {
+			e.gate.setCapacity(b.Name(), capacity)
+		}
+	}
 	e.opts.Logger.Debug("probed backend", "backend", b.Name(), "available", h.Available, "ready", h.Ready, "reason", h.Reason)
 	if ctx.Err() == nil {
 		e.cacheStore(b.Name(), h)

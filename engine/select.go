@@ -314,6 +314,9 @@ type Candidate struct {
 	Sessions     bool              `json:"sessions"`
 	Unisolated   bool              `json:"unisolated,omitempty"`
 	AllowedByCfg bool              `json:"allowed"`
+	// Capacity is the run lane the backend's runs take slots of: how many
+	// may be alive at once, how many are, and what says so.
+	Capacity *Lane `json:"capacity,omitempty"`
 }
 
 // Report is the selection report (seed 001's health, `execbox doctor`).
@@ -336,6 +339,8 @@ func (e *Engine) Report(ctx context.Context) Report {
 		if b, ok := e.backends[name]; ok {
 			caps := b.Capabilities()
 			h, _ := e.healthOf(ctx, name)
+			l := e.gate.lane(e.gate.laneOf(b)) // after the probe, which may have sized it
+			c.Capacity = &l
 			c.Isolation, c.Sessions, c.Enforcement = caps.Isolation, caps.Sessions, caps.Limits
 			c.Available, c.Ready, c.Reason, c.Details = h.Available, h.Ready, h.Reason, h.Details
 			c.Unisolated = caps.Isolation == sandbox.IsolationNone

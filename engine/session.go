@@ -595,7 +595,7 @@ func (s *Session) Exec(ctx context.Context, p *sandbox.Process) (*sandbox.Result
 		return nil, err
 	}
 	defer s.use()()
-	release, err := s.e.gate.take(ctx, s.owner, s.info.Limits.ResultBytes())
+	release, err := s.e.gate.take(ctx, s.owner, s.info.Limits.ResultBytes(), s.e.gate.laneOf(s.e.backends[s.info.Backend]))
 	if err != nil {
 		return nil, err
 	}

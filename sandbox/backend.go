@@ -112,6 +112,20 @@ type Reconciler interface {
 	Reconcile(ctx context.Context) (removed []string, err error)
 }
 
+// Capacity is how many sandboxes a backend can hold alive at once, and
+// what says so (a cluster's quota, its nodes' allocatable resources).
+type Capacity struct {
+	Runs   int    `json:"runs"`
+	Source string `json:"source"`
+}
+
+// Capacitor is a Remote backend that knows what bounds it: the engine
+// admits its runs by that rather than by this host's cores, which it does
+// not use. The answer is asked again at each health probe.
+type Capacitor interface {
+	Capacity(ctx context.Context) (Capacity, error)
+}
+
 // Meter is a Sandbox that can say how much memory its processes hold now
 // (a cgroup's current usage): what a warm pool's idle sandboxes cost.
 type Meter interface {

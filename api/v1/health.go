@@ -74,6 +74,20 @@ type Backend struct {
 	// whether the configuration lets requests use it.
 	Unisolated bool `json:"unisolated,omitempty"`
 	Allowed    bool `json:"allowed"`
+	// Capacity is the admission lane the backend's runs take slots of.
+	Capacity *Capacity `json:"capacity,omitempty"`
+}
+
+// Capacity is an admission lane: "host" for the backends that run on the
+// server's host (or all of them, when server.max_runs is set), a remote
+// backend's name for one sized by what bounds it (a cluster's quota).
+type Capacity struct {
+	Lane string `json:"lane"`
+	// Slots and InUse: how many runs may be alive at once, and are.
+	Slots int `json:"slots"`
+	InUse int `json:"in_use"`
+	// Source says where Slots came from.
+	Source string `json:"source"`
 }
 
 // Backends is GET /v1/backends.

@@ -351,4 +351,5 @@ func (b *Backend) orphan(p *corev1.Pod) bool {
 var (
 	_ sandbox.Backend    = (*Backend)(nil)
 	_ sandbox.Reconciler = (*Backend)(nil)
+	_ sandbox.Capacitor  = (*Backend)(nil)
 )

@@ -136,6 +136,9 @@ func printReport(w io.Writer, r v1.Health) {
 			slices.Sort(ds)
 			fmt.Fprintf(w, "  details:   %s\n", strings.Join(ds, ", "))
 		}
+		if l := c.Capacity; l != nil {
+			fmt.Fprintf(w, "  capacity:  %d runs at once, lane %s (%s)\n", l.Slots, l.Lane, l.Source)
+		}
 	}
 	fmt.Fprintf(w, "\nconfigured: %s\n", r.Configured)
 	if r.Backend != "" {

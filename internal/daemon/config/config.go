@@ -179,11 +179,14 @@ type EventsSection struct {
 type ServerSection struct {
 	Listen  string `yaml:"listen"`
 	MaxBody int64  `yaml:"max_body"`
-	// MaxRuns is the most runs (POST /v1/runs) at once; more are answered
-	// busy. 0 = number of CPUs. Function calls have functions.concurrency.
+	// MaxRuns is the most runs (POST /v1/runs) at once, on every backend
+	// together; more are answered busy. 0 = by where they run: the
+	// backends on this host share its number of CPUs, a remote one
+	// (kubernetes) has what bounds it (its namespace's ResourceQuota, else
+	// its nodes' allocatable). Function calls have functions.concurrency.
 	MaxRuns int `yaml:"max_runs"`
 	// MaxRunsPerToken is the most run slots one non-admin token holds at
-	// once; 0 = half of max_runs (at least 1). Applies when tokens are
+	// once, in each lane; 0 = half of the lane's (at least 1). Applies when tokens are
 	// configured.
 	MaxRunsPerToken int `yaml:"max_runs_per_token"`
 	// AdminRuns are run slots only admin tokens may take, so that no other

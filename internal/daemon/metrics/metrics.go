@@ -185,3 +185,23 @@ func (m *Metrics) ConnShed(reason string) { m.connsClosed.WithLabelValues(reason
 func (m *Metrics) Gauge(name, help string, f func() float64) {
 	m.reg.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f))
 }
+
+// GaugeByLabel registers a gauge with one label, read from f at each
+// scrape: a series per key of what f returns.
+func (m *Metrics) GaugeByLabel(name, help, label string, f func() map[string]float64) {
+	m.reg.Register(&labelledGauge{desc: prometheus.NewDesc(name, help, []string{label}, nil), f: f})
+}
+
+// labelledGauge is GaugeByLabel's collector.
+type labelledGauge struct {
+	desc *prometheus.Desc
+	f    func() map[string]float64
+}
+
+func (g *labelledGauge) Describe(ch chan<- *prometheus.Desc) { ch <- g.desc }
+
+func (g *labelledGauge) Collect(ch chan<- prometheus.Metric) {
+	for k, v := range g.f() {
+		ch <- prometheus.MustNewConstMetric(g.desc, prometheus.GaugeValue, v, k)
+	}
+}

@@ -63,7 +63,7 @@ func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) {
 	if !x.check(w, guard.Call{Language: runLanguage(req.Code, req.Language)}, &sel) {
 		return
 	}
-	t, err := plan.Admit(r.Context(), owner)
+	t, err := plan.Admit(r.Context(), owner, sel)
 	if err != nil {
 		x.fail(w, err)
 		return

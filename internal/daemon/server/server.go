@@ -257,7 +257,20 @@ func New(o Options) (*Server, error) {
 	})
 	s.metrics.Gauge("execbox_sessions_open", "Sessions open now (at most sessions.max).", func() float64 { return float64(e.OpenSessions()) })
 	s.metrics.Gauge("execbox_uploads_in_progress", "Uploads streaming in now (at most server.max_uploads).", func() float64 { return float64(s.uploads.held()) })
-	s.metrics.Gauge("execbox_run_slots", "Run slots (server.max_runs).", func() float64 { return float64(e.Admission().Slots) })
+	s.metrics.Gauge("execbox_run_slots", "Run slots of every lane (server.max_runs, else the host's cores and each remote backend's capacity).", func() float64 { return float64(e.Admission().Slots) })
+	lanes := func(f func(engine.Lane) int) func() map[string]float64 {
+		return func() map[string]float64 {
+			out := map[string]float64{}
+			for _, l := range e.Admission().Lanes {
+				out[l.Name] = float64(f(l))
+			}
+			return out
+		}
+	}
+	s.metrics.GaugeByLabel("execbox_lane_run_slots", "Run slots of a lane: host (the backends on this host), or a remote backend sized by its capacity.", "lane",
+		lanes(func(l engine.Lane) int { return l.Slots }))
+	s.metrics.GaugeByLabel("execbox_lane_run_slots_in_use", "Run slots of a lane held now.", "lane",
+		lanes(func(l engine.Lane) int { return l.InUse }))
 	s.metrics.Gauge("execbox_admission_queued", "Runs waiting for a run slot now (at most server.queue_depth).",
 		func() float64 { return float64(e.Admission().Queued) })
 	s.metrics.Gauge("execbox_run_slots_in_use", "Run slots held now: by runs, and by their results until the answer is written.",

@@ -30,7 +30,7 @@ func (s *Server) toolRoutes() []route {
 // (a slot and its result memory until it returns), on sel.
 func (s *Server) toolRun(owner engine.Owner, sel sandbox.Selection) tool.RunFunc {
 	return func(ctx context.Context, spec sandbox.Spec, p *sandbox.Process) (*sandbox.Result, error) {
-		t, err := s.opts.Engine.Admit(ctx, owner, spec)
+		t, err := s.opts.Engine.Admit(ctx, owner, sel, spec)
 		if err != nil {
 			return nil, err
 		}

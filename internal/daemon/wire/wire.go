@@ -89,8 +89,16 @@ func Backend(c engine.Candidate) v1.Backend {
 	return v1.Backend{
 		Name: c.Name, Isolation: c.Isolation, Available: c.Available, Ready: c.Ready, Reason: c.Reason,
 		Details: c.Details, Enforcement: c.Enforcement, Sessions: c.Sessions, Unisolated: c.Unisolated,
-		Allowed: c.AllowedByCfg,
+		Allowed: c.AllowedByCfg, Capacity: capacity(c.Capacity),
 	}
+}
+
+// capacity returns a backend's admission lane as the API reports it.
+func capacity(l *engine.Lane) *v1.Capacity {
+	if l == nil {
+		return nil
+	}
+	return &v1.Capacity{Lane: l.Name, Slots: l.Slots, InUse: l.InUse, Source: l.Source}
 }
 
 // AuditQueryOf returns the API's audit filter as the store's.

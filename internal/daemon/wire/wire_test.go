@@ -161,6 +161,7 @@ func TestHealthWireJSON(t *testing.T) {
 		Name: "local", Isolation: sandbox.IsolationProcess, Available: true, Ready: true, Reason: "ok <&>",
 		Details: map[string]string{"python3": "/usr/bin/python3"}, Enforcement: map[string]string{"wall": "execbox timer"},
 		Sessions: true, Unisolated: true, AllowedByCfg: true,
+		Capacity: &engine.Lane{Name: "host", Slots: 2, InUse: 1, Source: "the host's 2 cores <&>"},
 	}
 	allSet(t, "engine.Candidate", &local)
 	full := engine.Report{

@@ -1,0 +1,122 @@
+package kubernetes
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/execbox/execbox/engine"
+	"github.com/execbox/execbox/sandbox"
+)
+
+// TestCapacity: the backend's capacity is the tightest resource of the
+// namespace's ResourceQuotas for a sandbox of the default limits, less the
+// warm Pods, named; without a quota, the nodes' allocatable. An engine on
+// it (server.max_runs unset) admits more runs at once than this host has
+// cores when the quota allows, and refuses the one past the quota, busy,
+// naming the quota (issue 43).
+func TestCapacity(t *testing.T) {
+	ns := fmt.Sprintf("execbox-capacity-%d", time.Now().UnixNano()%1e6)
+	b := newBackend(t, "kubernetes", func(c *Config) { c.Warm = 0 })
+	ctx := t.Context()
+	if _, err := b.cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.cs.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
+	b.ns = ns
+
+	c, err := b.Capacity(ctx)
+	if err != nil || c.Runs < 1 || !strings.Contains(c.Source, "allocatable") || !strings.Contains(c.Source, "has no ResourceQuota") {
+		t.Fatalf("no quota: %+v, %v", c, err)
+	}
+	req, _ := podResources(b.podSpec(sandbox.Spec{Limits: b.defaults}, "x"))
+	perPod := req[corev1.ResourceMemory]
+	quota := func(hard corev1.ResourceList) {
+		t.Helper()
+		q := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "sandboxes"}, Spec: corev1.ResourceQuotaSpec{Hard: hard}}
+		if _, err := b.cs.CoreV1().ResourceQuotas(ns).Update(ctx, q, metav1.UpdateOptions{}); err != nil {
+			if _, err := b.cs.CoreV1().ResourceQuotas(ns).Create(ctx, q, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	cores := runtime.NumCPU()
+	pods := cores + 2
+	quota(corev1.ResourceList{corev1.ResourcePods: *resource.NewQuantity(int64(pods), resource.DecimalSI)})
+	if c, err := b.Capacity(ctx); err != nil || c.Runs != pods || !strings.Contains(c.Source, fmt.Sprintf("the ResourceQuota sandboxes of namespace %s: pods %d", ns, pods)) {
+		t.Fatalf("pods %d: %+v, %v", pods, c, err)
+	}
+	// Memory for three sandboxes and a half: three, named by memory.
+	mem := perPod.DeepCopy()
+	mem.Set(perPod.Value() * 7 / 2)
+	quota(corev1.ResourceList{corev1.ResourcePods: *resource.NewQuantity(int64(pods), resource.DecimalSI), corev1.ResourceRequestsMemory: mem})
+	if c, err := b.Capacity(ctx); err != nil || c.Runs != 3 || !strings.Contains(c.Source, "requests.memory") {
+		t.Fatalf("memory for 3.5 sandboxes: %+v, %v", c, err)
+	}
+	b.cfg.Warm = 1
+	if c, err := b.Capacity(ctx); err != nil || c.Runs != 2 || !strings.Contains(c.Source, "less 1 kept warm") {
+		t.Fatalf("memory for 3.5 sandboxes, one kept warm: %+v, %v", c, err)
+	}
+	b.cfg.Warm = 0
+
+	// An engine admits cores+1 runs at once on the Pods the quota allows,
+	// and refuses one more naming the quota.
+	quota(corev1.ResourceList{corev1.ResourcePods: *resource.NewQuantity(int64(cores+1), resource.DecimalSI)})
+	cfg := b.cfg
+	cfg.Namespace = ns
+	e, err := engine.New(engine.Options{Backends: []string{Name}, Backend: Name,
+		Settings: func(string) sandbox.Settings {
+			return sandbox.Settings{Config: &cfg, Instance: "kubernetes-capacity-test"}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Close)
+	if l := e.Report(ctx).Candidates[0].Capacity; l == nil || l.Slots != cores+1 {
+		t.Fatalf("the engine's lane: %+v", l)
+	}
+	release := make(chan struct{})
+	var wg sync.WaitGroup
+	var held sync.WaitGroup
+	held.Add(cores + 1)
+	errs := make(chan error, cores+1)
+	for range cores + 1 {
+		wg.Go(func() {
+			tk, err := e.Admit(ctx, engine.Owner{}, sandbox.Selection{}, sandbox.Spec{})
+			held.Done()
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer tk.Release()
+			<-release
+			res, err := tk.Run(ctx, sandbox.Selection{}, &sandbox.Process{Args: []string{"true"}})
+			if err == nil && res.ExitCode != 0 {
+				err = fmt.Errorf("exit %d: %s", res.ExitCode, res.Stderr)
+			}
+			if err != nil {
+				errs <- err
+			}
+		})
+	}
+	held.Wait()
+	_, err = e.Admit(ctx, engine.Owner{}, sandbox.Selection{}, sandbox.Spec{})
+	close(release)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Errorf("a run within the quota: %v", err)
+	}
+	if !errors.Is(err, sandbox.ErrBusy) || !strings.Contains(err.Error(), fmt.Sprintf("every run slot of backend kubernetes is taken (%d: the ResourceQuota sandboxes", cores+1)) {
+		t.Fatalf("a run past the quota: %v", err)
+	}
+}
