@@ -400,7 +400,8 @@ func init() {
 // by the capacity it says (more than this host's cores when it says so)
 // and refused past it naming where it came from, apart from the host's
 // lane; server.max_runs makes one lane of every backend again; a capacity
-// past maxRemoteRuns is held to it.
+// past maxRemoteRuns is held to it; a lane made smaller holds what runs
+// and admits below it only; a ticket follows its run to another lane.
 func TestLanes(t *testing.T) {
 	cores := runtime.NumCPU()
 	quota.runs.Store(int64(cores + 3))
@@ -454,11 +455,60 @@ func TestLanes(t *testing.T) {
 	}
 
 	// A Run ends its ticket: the remote lane admits again. A smaller
-	// capacity holds what runs, and admits below it only.
+	// capacity (probed again) holds what runs, and admits below it only.
 	held[0].Release()
 	res, err := e.Run(ctx, remote, sandbox.Spec{}, &sandbox.Process{Args: []string{"true"}})
 	if err != nil || res.ExitCode != 3 {
 		t.Fatalf("a run in the freed remote slot: %v %+v", err, res)
+	}
+	quota.runs.Store(2)
+	e.ProbeAll(ctx, nil)
+	if _, err := e.Admit(ctx, Owner{}, remote, sandbox.Spec{}); !errors.Is(err, sandbox.ErrBusy) || !strings.Contains(err.Error(), "(2: the quota q)") {
+		t.Fatalf("a lane made smaller than what it holds: %v", err)
+	}
+	for _, tk := range held[1 : cores+2] { // leaves one remote run
+		tk.Release()
+	}
+	tk, err := e.Admit(ctx, Owner{}, remote, sandbox.Spec{})
+	if err != nil {
+		t.Fatalf("a second run in a lane of 2: %v", err)
+	}
+	held = append(held, tk)
+	if _, err := e.Admit(ctx, Owner{}, remote, sandbox.Spec{}); !errors.Is(err, sandbox.ErrBusy) {
+		t.Fatalf("a third run in a lane of 2: %v", err)
+	}
+
+	// A ticket admitted in the host's lane (auto picks t-capture) whose
+	// run goes to t-quota takes a slot there, and gives the host's back;
+	// while t-quota's lane is full it is refused and keeps the host's.
+	for _, tk := range held[cores+3 : 2*cores+3] {
+		tk.Release()
+	}
+	inUse := func(name string) int {
+		for _, l := range e.Admission().Lanes {
+			if l.Name == name {
+				return l.InUse
+			}
+		}
+		return -1
+	}
+	moving, err := e.Admit(ctx, Owner{}, sandbox.Selection{}, sandbox.Spec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	held = append(held, moving)
+	if _, err := moving.Run(ctx, remote, &sandbox.Process{Args: []string{"true"}}); !errors.Is(err, sandbox.ErrBusy) ||
+		inUse(HostLane) != 1 || inUse("t-quota") != 2 {
+		t.Fatalf("a run moving to a full lane: %v; host lane holds %d, t-quota's %d", err, inUse(HostLane), inUse("t-quota"))
+	}
+	tk.Release()
+	if res, err := moving.Run(ctx, remote, &sandbox.Process{Args: []string{"true"}}); err != nil || res.ExitCode != 3 ||
+		inUse(HostLane) != 0 || inUse("t-quota") != 2 {
+		t.Fatalf("a run moving to a lane with room: %v %+v; host lane holds %d, t-quota's %d", err, res, inUse(HostLane), inUse("t-quota"))
+	}
+	moving.Release()
+	if inUse("t-quota") != 1 {
+		t.Fatalf("the moved ticket released: t-quota's lane holds %d", inUse("t-quota"))
 	}
 
 	// server.max_runs: one lane for both.

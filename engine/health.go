@@ -150,7 +150,7 @@ func (e *Engine) check(b sandbox.Backend) sandbox.Health {
 	if h.CheckedAt.IsZero() {
 		h.CheckedAt = time.Now()
 	}
-	if c, ok := b.(sandbox.Capacitor); ok && h.Available {
+	if c, ok := b.(sandbox.Capacitor); ok && h.Available && b.Capabilities().Remote {
 		if capacity, err := c.Capacity(ctx); err != nil {
 			e.opts.Logger.Warn("asking a backend its capacity", "backend", b.Name(), "err", err)
 		} else {

@@ -74,7 +74,7 @@ type Capabilities struct {
 	// many times slower, so auto never picks it by itself.
 	Emulated bool `json:"emulated,omitempty"`
 	// Remote is true when the sandboxes run apart from this execbox (Pods
-	// of a cluster): their memory, their files' included, is bounded where
+	// of a cluster, containers of a docker engine over TCP): their memory, their files' included, is bounded where
 	// they run and never taken from this host's, so the engine holds none
 	// of a session's files against it.
 	Remote bool `json:"remote,omitempty"`

@@ -103,7 +103,29 @@ func (b *Backend) Capabilities() sandbox.Capabilities {
 	if b.iso == sandbox.IsolationKernel {
 		nets = nets[:1] // gVisor keeps its own loopback-only stack
 	}
-	return sandbox.Capabilities{Isolation: b.iso, Sessions: true, Images: true, Networks: nets, Limits: enforcement}
+	return sandbox.Capabilities{Isolation: b.iso, Sessions: true, Images: true, Networks: nets, Limits: enforcement, Remote: b.remote()}
+}
+
+// remote: the engine is not on a unix socket, so it may be on another
+// host, whose cores and memory its containers use, not this one's.
+func (b *Backend) remote() bool { return !strings.HasPrefix(b.host, "unix://") }
+
+// Capacity is what a remote engine says it has: a run per CPU, fewer when
+// its memory does not hold that many sandboxes of the default limits.
+// The engine asks it only of a remote engine (Capabilities.Remote); one
+// on this host's socket shares the host's lane.
+func (b *Backend) Capacity(ctx context.Context) (sandbox.Capacity, error) {
+	info, err := b.cli.Info(ctx, client.InfoOptions{})
+	if err != nil {
+		return sandbox.Capacity{}, b.wrap(err, "asking the engine its CPUs and memory")
+	}
+	cpus, mem := info.Info.NCPU, info.Info.MemTotal
+	c := sandbox.Capacity{Runs: cpus, Source: fmt.Sprintf("the docker engine at %s: %d CPUs", b.host, cpus)}
+	if per := b.defaults.Memory; per > 0 && mem/per < int64(cpus) {
+		c.Runs = int(mem / per)
+		c.Source = fmt.Sprintf("the docker engine at %s: %s of memory, for sandboxes of %s (limits.memory)", b.host, sandbox.HumanSize(mem), sandbox.HumanSize(per))
+	}
+	return c, nil
 }
 
 // Health asks the engine, checks the runtime and the image, and really runs
@@ -234,7 +256,7 @@ func (b *Backend) checkMounts(ms []sandbox.Mount) error {
 	if len(ms) == 0 {
 		return nil
 	}
-	if !strings.HasPrefix(b.host, "unix://") {
+	if b.remote() {
 		return sandbox.Errorf(sandbox.ErrDenied, "mounts_unsupported",
 			"policy.mounts has %d host paths, but the engine at %s may be on another host: docker mounts host paths only from an engine on a unix socket", len(ms), b.host)
 	}

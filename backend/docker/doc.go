@@ -103,6 +103,11 @@
 // the configured image is present, a probe container ran /bin/true and
 // one passed the smoke check every backend passes (sandbox.Smoke).
 //
+// An engine not on a unix socket (tcp://, ssh://) may be on another host:
+// the backend is then Remote, refuses host mounts, and its Capacity (the
+// engine's CPUs, fewer when its memory holds fewer sandboxes of the default
+// limits) sizes its own admission lane instead of this host's cores.
+//
 // # Leftovers and the backstop
 //
 // A container outlives its execbox only as long as the engine takes to

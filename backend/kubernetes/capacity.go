@@ -73,7 +73,7 @@ func (b *Backend) Capacity(ctx context.Context) (sandbox.Capacity, error) {
 		fit(pods, fmt.Sprintf("the nodes' allocatable pods, %d (namespace %s has no ResourceQuota)", pods, b.ns))
 		if !per.IsZero() {
 			fit(mem/per.Value(), fmt.Sprintf("the nodes' allocatable memory, %s, %s a sandbox of the default limits (namespace %s has no ResourceQuota)",
-				sandbox.FormatSize(mem), per.String(), b.ns))
+				sandbox.HumanSize(mem), per.String(), b.ns))
 		}
 	}
 	if w := b.cfg.Warm; w > 0 {

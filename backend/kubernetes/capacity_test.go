@@ -2,8 +2,12 @@ package kubernetes
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"runtime"
 	"strings"
 	"sync"
@@ -14,7 +18,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	v1 "github.com/execbox/execbox/api/v1"
 	"github.com/execbox/execbox/engine"
+	"github.com/execbox/execbox/internal/daemon/server"
 	"github.com/execbox/execbox/sandbox"
 )
 
@@ -23,7 +29,8 @@ import (
 // warm Pods, named; without a quota, the nodes' allocatable. An engine on
 // it (server.max_runs unset) admits more runs at once than this host has
 // cores when the quota allows, and refuses the one past the quota, busy,
-// naming the quota (issue 43).
+// naming the quota — over HTTP too: a 429, and /v1/health and /metrics
+// count the lane's slots (issue 43).
 func TestCapacity(t *testing.T) {
 	ns := fmt.Sprintf("execbox-capacity-%d", time.Now().UnixNano()%1e6)
 	b := newBackend(t, "kubernetes", func(c *Config) { c.Warm = 0 })
@@ -110,6 +117,7 @@ func TestCapacity(t *testing.T) {
 	}
 	held.Wait()
 	_, err = e.Admit(ctx, engine.Owner{}, sandbox.Selection{}, sandbox.Spec{})
+	overHTTP(t, e, cores+1, ns)
 	close(release)
 	wg.Wait()
 	close(errs)
@@ -118,5 +126,55 @@ func TestCapacity(t *testing.T) {
 	}
 	if !errors.Is(err, sandbox.ErrBusy) || !strings.Contains(err.Error(), fmt.Sprintf("every run slot of backend kubernetes is taken (%d: the ResourceQuota sandboxes", cores+1)) {
 		t.Fatalf("a run past the quota: %v", err)
+	}
+}
+
+// overHTTP checks what execbox serve says of a kubernetes lane whose
+// slots runs all hold: /metrics and /v1/health count them, with the
+// quota as their source, and one more run is 429 busy naming the quota.
+func overHTTP(t *testing.T, e *engine.Engine, slots int, ns string) {
+	t.Helper()
+	srv, err := server.New(server.Options{Engine: e})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv.Handler())
+	defer hs.Close()
+	get := func(path string) []byte {
+		t.Helper()
+		resp, err := http.Get(hs.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET %s: %s %s", path, resp.Status, body)
+		}
+		return body
+	}
+	m := string(get("/metrics"))
+	for _, want := range []string{fmt.Sprintf(`execbox_lane_run_slots{lane="kubernetes"} %d`, slots), fmt.Sprintf(`execbox_lane_run_slots_in_use{lane="kubernetes"} %d`, slots)} {
+		if !strings.Contains(m, want+"\n") {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+	var h v1.Health
+	if err := json.Unmarshal(get("/v1/health"), &h); err != nil {
+		t.Fatal(err)
+	}
+	quota := "the ResourceQuota sandboxes of namespace " + ns
+	if len(h.Candidates) != 1 || h.Candidates[0].Capacity == nil || *h.Candidates[0].Capacity != (v1.Capacity{Lane: Name, Slots: slots, InUse: slots, Source: h.Candidates[0].Capacity.Source}) ||
+		!strings.Contains(h.Candidates[0].Capacity.Source, quota) {
+		t.Errorf("/v1/health's candidates: %+v", h.Candidates)
+	}
+	resp, err := http.Post(hs.URL+"/v1/runs", "application/json", strings.NewReader(`{"command":["true"]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var p v1.Problem
+	if err := json.NewDecoder(resp.Body).Decode(&p); err != nil || resp.StatusCode != http.StatusTooManyRequests || p.Code != "busy" || !strings.Contains(p.Detail, quota) {
+		t.Errorf("POST /v1/runs past the quota: %s %+v %v", resp.Status, p, err)
 	}
 }

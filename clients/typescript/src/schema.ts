@@ -1174,7 +1174,7 @@ export interface components {
             sessions?: boolean;
             unisolated?: boolean;
             allowed?: boolean;
-            /** @description The admission lane this backend's runs take slots of - host for the backends on the server's host (all of them when server.max_runs is set), a remote backend's name for one sized by what bounds it (the namespace's ResourceQuota) - and where its size came from. */
+            /** @description The admission lane this backend's runs take slots of - host for the backends on the server's host (all of them when server.max_runs is set), a remote backend's name for one sized by what bounds it (a namespace's ResourceQuota, a remote docker engine's CPUs) - and where its size came from. */
             capacity?: {
                 lane: string;
                 slots: number;

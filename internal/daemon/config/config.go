@@ -182,8 +182,9 @@ type ServerSection struct {
 	// MaxRuns is the most runs (POST /v1/runs) at once, on every backend
 	// together; more are answered busy. 0 = by where they run: the
 	// backends on this host share its number of CPUs, a remote one
-	// (kubernetes) has what bounds it (its namespace's ResourceQuota, else
-	// its nodes' allocatable). Function calls have functions.concurrency.
+	// has what bounds it (kubernetes: its namespace's ResourceQuota, else
+	// its nodes' allocatable; docker on an engine over TCP: that engine's
+	// CPUs and memory). Function calls have functions.concurrency.
 	MaxRuns int `yaml:"max_runs"`
 	// MaxRunsPerToken is the most run slots one non-admin token holds at
 	// once, in each lane; 0 = half of the lane's (at least 1). Applies when tokens are
