@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -131,6 +132,18 @@ patches:
 		}
 	}
 	fn()
+	// The server's Role reads the sandboxes' ResourceQuota: it sizes the
+	// kubernetes lane, not the server Pod's cores.
+	h, err := c.Health(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(h.Candidates, func(b v1.Backend) bool { return b.Name == "kubernetes" })
+	if i < 0 || h.Candidates[i].Capacity == nil || h.Candidates[i].Capacity.Lane != "kubernetes" ||
+		!strings.Contains(h.Candidates[i].Capacity.Source, "the ResourceQuota sandboxes of namespace execbox-sandboxes") {
+		t.Fatalf("the deployed server's kubernetes backend (%d): %+v", i, h.Candidates)
+	}
+	t.Logf("the deployed server's kubernetes capacity: %+v", *h.Candidates[i].Capacity)
 
 	k("-n", "execbox", "scale", "deployment/execbox", "--replicas=2")
 	rollout()

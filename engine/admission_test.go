@@ -526,14 +526,31 @@ func TestLanes(t *testing.T) {
 	a.Release()
 	b.Release()
 
-	// A capacity past the bound is held to it.
+	// A capacity past the bound is held to it, and the server's result
+	// memory bounds a large lane's runs as the host's: results come back
+	// to this server wherever the runs are.
 	quota.runs.Store(1 << 20)
-	big, err := New(Options{Backends: []string{"t-quota"}, Backend: "t-quota"})
+	p, err := e.Plan(sandbox.Spec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	per := p.Limits().ResultBytes()
+	big, err := New(Options{Backends: []string{"t-quota"}, Backend: "t-quota", ResultMemory: 3 * per})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(big.Close)
 	if l := big.Report(ctx).Candidates[0].Capacity; l.Slots != maxRemoteRuns || !strings.Contains(l.Source, "at most 1024") {
 		t.Fatalf("a capacity of 1<<20: %+v", l)
+	}
+	for range 3 {
+		tk, err := big.Admit(ctx, Owner{}, remote, sandbox.Spec{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tk.Release()
+	}
+	if _, err := big.Admit(ctx, Owner{}, remote, sandbox.Spec{}); !errors.Is(err, sandbox.ErrBusy) || !strings.Contains(err.Error(), "server.max_result_memory") {
+		t.Fatalf("a fourth run in a lane of 1024 with result memory for 3: %v", err)
 	}
 }

@@ -61,19 +61,25 @@ func (b *Backend) Capacity(ctx context.Context) (sandbox.Capacity, error) {
 		if err != nil {
 			return sandbox.Capacity{}, b.wrap(err, "listing the nodes (namespace "+b.ns+" has no ResourceQuota)")
 		}
-		var pods, mem int64
+		var pods, mem, cpu int64
 		for _, n := range nodes.Items {
 			if n.Spec.Unschedulable {
 				continue
 			}
 			pods += n.Status.Allocatable.Pods().Value()
 			mem += n.Status.Allocatable.Memory().Value()
+			cpu += n.Status.Allocatable.Cpu().MilliValue()
 		}
-		per := req[corev1.ResourceMemory]
 		fit(pods, fmt.Sprintf("the nodes' allocatable pods, %d (namespace %s has no ResourceQuota)", pods, b.ns))
-		if !per.IsZero() {
+		// The scheduler places a Pod only where its requests fit: more
+		// runs than that would wait Pending, holding their slots.
+		if per := req[corev1.ResourceMemory]; !per.IsZero() {
 			fit(mem/per.Value(), fmt.Sprintf("the nodes' allocatable memory, %s, %s a sandbox of the default limits (namespace %s has no ResourceQuota)",
 				sandbox.HumanSize(mem), per.String(), b.ns))
+		}
+		if per := req[corev1.ResourceCPU]; !per.IsZero() {
+			fit(cpu/per.MilliValue(), fmt.Sprintf("the nodes' allocatable cpu, %s, %s requested by a sandbox of the default limits (namespace %s has no ResourceQuota)",
+				resource.NewMilliQuantity(cpu, resource.DecimalSI), per.String(), b.ns))
 		}
 	}
 	if w := b.cfg.Warm; w > 0 {

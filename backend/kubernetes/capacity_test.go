@@ -41,11 +41,25 @@ func TestCapacity(t *testing.T) {
 	t.Cleanup(func() { b.cs.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
 	b.ns = ns
 
-	c, err := b.Capacity(ctx)
-	if err != nil || c.Runs < 1 || !strings.Contains(c.Source, "allocatable") || !strings.Contains(c.Source, "has no ResourceQuota") {
-		t.Fatalf("no quota: %+v, %v", c, err)
-	}
+	// No quota: the fewest sandboxes the nodes' allocatable pods, memory
+	// or cpu (against the Pod's requests) hold.
 	req, _ := podResources(b.podSpec(sandbox.Spec{Limits: b.defaults}, "x"))
+	nodes, err := b.cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pods, mem, cpu int64
+	for _, n := range nodes.Items {
+		pods += n.Status.Allocatable.Pods().Value()
+		mem += n.Status.Allocatable.Memory().Value()
+		cpu += n.Status.Allocatable.Cpu().MilliValue()
+	}
+	want := min(pods, mem/req.Memory().Value(), cpu/req.Cpu().MilliValue())
+	c, err := b.Capacity(ctx)
+	if err != nil || int64(c.Runs) != want || !strings.Contains(c.Source, "the nodes' allocatable") || !strings.Contains(c.Source, "has no ResourceQuota") {
+		t.Fatalf("no quota: %+v, %v; want %d (of %d pods, %s memory, %dm cpu)", c, err, want, pods, sandbox.HumanSize(mem), cpu)
+	}
+	t.Logf("no quota: %+v", c)
 	perPod := req[corev1.ResourceMemory]
 	quota := func(hard corev1.ResourceList) {
 		t.Helper()
@@ -57,15 +71,15 @@ func TestCapacity(t *testing.T) {
 		}
 	}
 	cores := runtime.NumCPU()
-	pods := cores + 2
-	quota(corev1.ResourceList{corev1.ResourcePods: *resource.NewQuantity(int64(pods), resource.DecimalSI)})
-	if c, err := b.Capacity(ctx); err != nil || c.Runs != pods || !strings.Contains(c.Source, fmt.Sprintf("the ResourceQuota sandboxes of namespace %s: pods %d", ns, pods)) {
+	pods = int64(cores + 2)
+	quota(corev1.ResourceList{corev1.ResourcePods: *resource.NewQuantity(pods, resource.DecimalSI)})
+	if c, err := b.Capacity(ctx); err != nil || int64(c.Runs) != pods || !strings.Contains(c.Source, fmt.Sprintf("the ResourceQuota sandboxes of namespace %s: pods %d", ns, pods)) {
 		t.Fatalf("pods %d: %+v, %v", pods, c, err)
 	}
 	// Memory for three sandboxes and a half: three, named by memory.
-	mem := perPod.DeepCopy()
-	mem.Set(perPod.Value() * 7 / 2)
-	quota(corev1.ResourceList{corev1.ResourcePods: *resource.NewQuantity(int64(pods), resource.DecimalSI), corev1.ResourceRequestsMemory: mem})
+	memory := perPod.DeepCopy()
+	memory.Set(perPod.Value() * 7 / 2)
+	quota(corev1.ResourceList{corev1.ResourcePods: *resource.NewQuantity(pods, resource.DecimalSI), corev1.ResourceRequestsMemory: memory})
 	if c, err := b.Capacity(ctx); err != nil || c.Runs != 3 || !strings.Contains(c.Source, "requests.memory") {
 		t.Fatalf("memory for 3.5 sandboxes: %+v, %v", c, err)
 	}
