@@ -28,9 +28,11 @@ var nonKeyEnv = map[string]bool{
 	"EXECBOX_URL":         true, // the clients' server
 	"EXECBOX_REQUIRE":     true, // tests: prerequisites that must be present
 	"EXECBOX_SCREENSHOTS": true, // tests: where the playground test saves its screenshots
-	// The scripts' own knobs (scripts/, deploy/), which may be exported.
+	// The scripts' own knobs (scripts/, deploy/, the clients' tests),
+	// which may be exported (TestEveryScriptVariableIsKnown).
 	"EXECBOX_DOCKERD_RUN": true, "EXECBOX_DOCKERD_DATA": true,
 	"EXECBOX_RUNSC_CACHE": true, "EXECBOX_RUNSC_VERSION": true, "EXECBOX_TEST_BINARY": true,
+	"EXECBOX_K8S_CACHE": true, "EXECBOX_K8S_STATE": true, "EXECBOX_CGROUP_REMOUNT": true, "EXECBOX_BINARY": true,
 }
 
 // Load builds the effective configuration from its layers, each overriding

@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -282,6 +284,48 @@ docker:             # nothing set
 	c, _, err = Load(writeFile(t, "backend: &b bwrap\npreference: [*b]\n"), nil, nil)
 	if err != nil || c.Preference[0] != "bwrap" {
 		t.Errorf("alias: %v, %v", c, err)
+	}
+}
+
+// TestEveryScriptVariableIsKnown: every EXECBOX_ variable the scripts, the
+// deployment files, the docs and the clients' tests name is a key's or a
+// known non-key (nonKeyEnv): exported for a script, it must not make every
+// execbox the script starts refuse to start.
+func TestEveryScriptVariableIsKnown(t *testing.T) {
+	root := "../../.."
+	out, err := exec.Command("git", "-C", root, "ls-files", "scripts", "deploy", ".ci", "clients", "docs", "README.md").Output()
+	if err != nil {
+		t.Skipf("no git checkout: %v", err)
+	}
+	name := regexp.MustCompile(`EXECBOX_[A-Z0-9_]*[A-Z0-9]`)
+	seen := map[string]string{}
+	for _, f := range strings.Fields(string(out)) {
+		if strings.Contains(f, "node_modules/") || strings.HasSuffix(f, ".lock") || strings.HasSuffix(f, "package-lock.json") {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(root, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range name.FindAllString(string(b), -1) {
+			seen[n] = f
+		}
+	}
+	if len(seen) < 10 {
+		t.Fatalf("only %d variables found: %v", len(seen), seen)
+	}
+	// Kubernetes' service links for a Service named execbox, which the
+	// manifests turn off (enableServiceLinks) because execbox refuses them.
+	for _, n := range []string{"EXECBOX_SERVICE_HOST", "EXECBOX_PORT"} {
+		if _, _, err := Load("", []string{n + "=1"}, nil); sandbox.CodeOf(err) != "config_unknown_key" {
+			t.Errorf("%s: %v, want refused", n, err)
+		}
+		delete(seen, n)
+	}
+	for n, f := range seen {
+		if _, _, err := Load("", []string{n + "=1"}, nil); sandbox.CodeOf(err) == "config_unknown_key" {
+			t.Errorf("%s (in %s): %v", n, f, err)
+		}
 	}
 }
 
