@@ -317,6 +317,9 @@ type Candidate struct {
 	// Capacity is the run lane the backend's runs take slots of: how many
 	// may be alive at once, how many are, and what says so.
 	Capacity *Lane `json:"capacity,omitempty"`
+	// Warm is what the backend's warm pool holds now, per shape, and why
+	// (a sandbox.Warmer's; none for the others).
+	Warm []sandbox.Warm `json:"warm,omitempty"`
 }
 
 // Report is the selection report (seed 001's health, `execbox doctor`).
@@ -341,6 +344,9 @@ func (e *Engine) Report(ctx context.Context) Report {
 			h, _ := e.healthOf(ctx, name)
 			l := e.gate.lane(e.gate.laneOf(b)) // after the probe, which may have sized it
 			c.Capacity = &l
+			if w, ok := b.(sandbox.Warmer); ok {
+				c.Warm = w.Warm()
+			}
 			c.Isolation, c.Sessions, c.Enforcement = caps.Isolation, caps.Sessions, caps.Limits
 			c.Available, c.Ready, c.Reason, c.Details = h.Available, h.Ready, h.Reason, h.Details
 			c.Unisolated = caps.Isolation == sandbox.IsolationNone

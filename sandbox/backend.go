@@ -126,6 +126,21 @@ type Capacitor interface {
 	Capacity(ctx context.Context) (Capacity, error)
 }
 
+// Warmer is a backend that starts the machines of its sandboxes (VMs,
+// Pods) ahead, in a warm pool: what each shape holds now and why.
+type Warmer interface {
+	Warm() []Warm
+}
+
+// Warm is one sandbox shape's machines started ahead.
+type Warm struct {
+	Shape    string `json:"shape"`    // the image and limits they fit
+	Idle     int    `json:"idle"`     // waiting for a sandbox
+	Starting int    `json:"starting"` // on their way
+	Target   int    `json:"target"`   // what the pool keeps now
+	Why      string `json:"why"`      // how Target came about
+}
+
 // Meter is a Sandbox that can say how much memory its processes hold now
 // (a cgroup's current usage): what a warm pool's idle sandboxes cost.
 type Meter interface {

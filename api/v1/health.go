@@ -76,6 +76,9 @@ type Backend struct {
 	Allowed    bool `json:"allowed"`
 	// Capacity is the admission lane the backend's runs take slots of.
 	Capacity *Capacity `json:"capacity,omitempty"`
+	// Warm is what the backend keeps started ahead, per sandbox shape,
+	// and why that many (kubernetes and microvm: their warm pools).
+	Warm []sandbox.Warm `json:"warm,omitempty"`
 }
 
 // Capacity is an admission lane: "host" for the backends that run on the

@@ -19,7 +19,7 @@ func BenchmarkStart(b *testing.B) {
 		warm int
 	}{{"cold", 0}, {"warm", 1}} {
 		b.Run(v.name, func(b *testing.B) {
-			be := newBackend(b, "kubernetes", func(c *Config) { c.Warm = v.warm })
+			be := newBackend(b, "kubernetes", func(c *Config) { c.Warm, c.WarmMax = v.warm, v.warm })
 			var create, first []time.Duration
 			for range b.N {
 				for deadline := time.Now().Add(2 * time.Minute); v.warm > 0 && len(create) > 0 && be.pool.Len() == 0; {

@@ -82,9 +82,9 @@ func (b *Backend) Capacity(ctx context.Context) (sandbox.Capacity, error) {
 				resource.NewMilliQuantity(cpu, resource.DecimalSI), per.String(), b.ns))
 		}
 	}
-	if w := b.cfg.Warm; w > 0 {
+	if w := b.cfg.warmSizing().Max; w > 0 {
 		best.Runs = max(best.Runs-w, 0)
-		best.Source += fmt.Sprintf(", less %d kept warm (kubernetes.warm)", w)
+		best.Source += fmt.Sprintf(", less the %d Pods the warm pool may hold (kubernetes.warm_max)", w)
 	}
 	return best, nil
 }

@@ -33,7 +33,7 @@ import (
 // count the lane's slots (issue 43).
 func TestCapacity(t *testing.T) {
 	ns := fmt.Sprintf("execbox-capacity-%d", time.Now().UnixNano()%1e6)
-	b := newBackend(t, "kubernetes", func(c *Config) { c.Warm = 0 })
+	b := newBackend(t, "kubernetes", func(c *Config) { c.Warm, c.WarmMax = 0, 0 })
 	ctx := t.Context()
 	if _, err := b.cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -83,11 +83,14 @@ func TestCapacity(t *testing.T) {
 	if c, err := b.Capacity(ctx); err != nil || c.Runs != 3 || !strings.Contains(c.Source, "requests.memory") {
 		t.Fatalf("memory for 3.5 sandboxes: %+v, %v", c, err)
 	}
-	b.cfg.Warm = 1
-	if c, err := b.Capacity(ctx); err != nil || c.Runs != 2 || !strings.Contains(c.Source, "less 1 kept warm") {
-		t.Fatalf("memory for 3.5 sandboxes, one kept warm: %+v, %v", c, err)
+	// Less what the warm pool may hold: its ceiling, or its floor above it.
+	for _, w := range []struct{ warm, max int }{{0, 1}, {1, 0}} {
+		b.cfg.Warm, b.cfg.WarmMax = w.warm, w.max
+		if c, err := b.Capacity(ctx); err != nil || c.Runs != 2 || !strings.Contains(c.Source, "less the 1 Pods the warm pool may hold") {
+			t.Fatalf("memory for 3.5 sandboxes, warm %d, warm_max %d: %+v, %v", w.warm, w.max, c, err)
+		}
 	}
-	b.cfg.Warm = 0
+	b.cfg.Warm, b.cfg.WarmMax = 0, 0
 
 	// An engine admits cores+1 runs at once on the Pods the quota allows,
 	// and refuses one more naming the quota.

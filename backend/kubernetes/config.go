@@ -8,6 +8,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/execbox/execbox/backend/internal/warm"
 	"github.com/execbox/execbox/sandbox"
 )
 
@@ -48,10 +49,20 @@ type Config struct {
 	// ends a Pod this old whatever execbox does.
 	MaxAge time.Duration `yaml:"max_age"`
 	// Warm is how many started Pods (the agent attached and waiting) are
-	// kept per sandbox shape (image and limits), for the two shapes used
-	// last, so that Create does not wait for scheduling and container
-	// starts. Each serves one sandbox, then goes; 0 keeps none.
+	// kept at least per sandbox shape (image and limits), for the two
+	// shapes used last, so that Create does not wait for scheduling and
+	// container starts. Each serves one sandbox, then goes.
 	Warm int `yaml:"warm"`
+	// WarmMax is how many a shape keeps at most when its arrivals need
+	// more: enough to serve the arrivals of the time a Pod takes to
+	// start (backend/internal/warm). At or below Warm the pool is Warm
+	// always; 0 and 0 keep none.
+	WarmMax int `yaml:"warm_max"`
+}
+
+// warmSizing is the pool's floor and ceiling.
+func (c *Config) warmSizing() warm.Sizing {
+	return warm.Sizing{Min: c.Warm, Max: max(c.Warm, c.WarmMax)}
 }
 
 // Defaults of a zero Config.
@@ -65,7 +76,7 @@ const (
 // DefaultConfig is the kubernetes section's built-in value.
 func DefaultConfig() *Config {
 	return &Config{Image: DefaultImage, AgentImage: DefaultAgentImage, PullPolicy: "IfNotPresent",
-		StartTimeout: DefaultStartTimeout, MaxAge: DefaultMaxAge, Warm: 1}
+		StartTimeout: DefaultStartTimeout, MaxAge: DefaultMaxAge, Warm: 1, WarmMax: 8}
 }
 
 // Validate names the key at fault.
@@ -93,6 +104,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("kubernetes.max_age: %v is not within 1m..%v", c.MaxAge, sandbox.MaxDuration)
 	case c.Warm < 0 || c.Warm > 16:
 		return fmt.Errorf("kubernetes.warm: %d is not within 0..16", c.Warm)
+	case c.WarmMax < 0 || c.WarmMax > 64:
+		return fmt.Errorf("kubernetes.warm_max: %d is not within 0..64", c.WarmMax)
 	}
 	if c.Isolation != "" {
 		iso, err := sandbox.ParseIsolation(c.Isolation)

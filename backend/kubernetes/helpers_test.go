@@ -53,6 +53,9 @@ func newBackend(t testing.TB, feature string, set func(*Config)) *Backend {
 	cfg.Kubeconfig = os.Getenv("KUBECONFIG")
 	cfg.Namespace = testNS
 	cfg.PullPolicy = "Never"
+	// A fixed pool, as the tests count Pods: TestWarmPodsFollowDemand
+	// lets it grow.
+	cfg.WarmMax = cfg.Warm
 	if set != nil {
 		set(cfg)
 	}

@@ -75,7 +75,7 @@ type Backend struct {
 var New = sandbox.Define(Name, DefaultConfig, func(cfg Config, s sandbox.Settings) (sandbox.Backend, error) {
 	sum := sha256.Sum256([]byte(s.Instance))
 	b := &Backend{cfg: cfg, defaults: s.DefaultLimits(), instance: hex.EncodeToString(sum[:8]), me: owner.Self()}
-	b.pool = warm.New[shape](cfg.Warm, warmPod.alive, warmPod.kill)
+	b.pool = warm.New[shape](cfg.warmSizing(), warmPod.alive, warmPod.kill)
 	return b, nil
 })
 

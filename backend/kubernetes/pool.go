@@ -2,6 +2,7 @@ package kubernetes
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/execbox/execbox/sandbox"
 )
@@ -19,6 +20,18 @@ type shape struct {
 func shapeOf(spec sandbox.Spec) (shape, bool) {
 	l := spec.Limits
 	return shape{spec.Image, l.Memory, l.WorkSize, l.TmpSize, l.CPUs}, spec.Labels["session"] == ""
+}
+
+// Warm says what the pool holds per shape and why (sandbox.Warmer).
+func (b *Backend) Warm() []sandbox.Warm {
+	return b.pool.Report(func(s shape) string {
+		image := s.image
+		if image == "" {
+			image = b.cfg.Image
+		}
+		return fmt.Sprintf("%s, memory %s, cpus %g, work %s, tmp %s", image,
+			sandbox.FormatSize(s.memory), s.cpus, sandbox.FormatSize(s.work), sandbox.FormatSize(s.tmp))
+	})
 }
 
 // warmPod is a started Pod whose agent waits for its one sandbox.

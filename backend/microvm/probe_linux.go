@@ -63,7 +63,9 @@ func build(cfg Config, s sandbox.Settings) (sandbox.Backend, error) {
 	if s.StateDir != "" {
 		b.versionCache = filepath.Join(s.StateDir, "microvm-qemu-version.json")
 	}
-	b.pool = warm.New[shape](cfg.Warm, (*machine).alive, func(m *machine) { m.kill() })
+	// A fixed size: under emulation each boot keeps both cores busy for
+	// seconds, which a pool growing with demand would take from the runs.
+	b.pool = warm.New[shape](warm.Sizing{Min: cfg.Warm, Max: cfg.Warm}, (*machine).alive, func(m *machine) { m.kill() })
 	b.Backend = hostbase.NewBackend(b, s, hostbase.Options[facts]{
 		Name:          Name,
 		Isolation:     sandbox.IsolationVM,
@@ -264,6 +266,12 @@ func (b *Backend) slowdown(h *host) string {
 	b.slow = fmt.Sprintf("%.0f× slower than on the host (a shell loop: %v here, %v in the VM)",
 		float64(res.Usage.Wall)/float64(native), native.Round(time.Millisecond), res.Usage.Wall.Round(time.Millisecond))
 	return b.slow
+}
+
+// Warm says what the pool of booted VMs holds per shape and why
+// (sandbox.Warmer).
+func (b *Backend) Warm() []sandbox.Warm {
+	return b.pool.Report(func(s shape) string { return fmt.Sprintf("%d MiB of RAM, %d vCPUs", s.memMiB, s.cpus) })
 }
 
 // Close stops the warm VMs, then closes the host side.

@@ -1181,6 +1181,14 @@ export interface components {
                 in_use: number;
                 source: string;
             };
+            /** @description What the backend keeps started ahead (kubernetes' Pods, microvm's VMs), per sandbox shape: waiting, on their way, the pool's target now and how it came about (the arrivals of the time one takes to start, within kubernetes.warm..warm_max). */
+            warm?: {
+                shape: string;
+                idle: number;
+                starting: number;
+                target: number;
+                why: string;
+            }[];
         };
         Health: {
             configured?: string;

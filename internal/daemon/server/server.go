@@ -271,6 +271,27 @@ func New(o Options) (*Server, error) {
 		lanes(func(l engine.Lane) int { return l.Slots }))
 	s.metrics.GaugeByLabel("execbox_lane_run_slots_in_use", "Run slots of a lane held now.", "lane",
 		lanes(func(l engine.Lane) int { return l.InUse }))
+	warm := func(f func(sandbox.Warm) int) func() map[string]float64 {
+		return func() map[string]float64 {
+			out := map[string]float64{}
+			for _, name := range e.Names() {
+				if b, ok := e.Backend(name); ok {
+					if w, ok := b.(sandbox.Warmer); ok {
+						n := 0
+						for _, s := range w.Warm() {
+							n += f(s)
+						}
+						out[name] = float64(n)
+					}
+				}
+			}
+			return out
+		}
+	}
+	s.metrics.GaugeByLabel("execbox_warm_machines", "Machines a backend keeps started ahead (its warm pool: Pods, VMs), waiting or on their way, all shapes.", "backend",
+		warm(func(w sandbox.Warm) int { return w.Idle + w.Starting }))
+	s.metrics.GaugeByLabel("execbox_warm_target", "What a backend's warm pool aims at now, all shapes: the arrivals of the time one takes to start, within its floor and ceiling (GET /v1/health says why).", "backend",
+		warm(func(w sandbox.Warm) int { return w.Target }))
 	s.metrics.Gauge("execbox_admission_queued", "Runs waiting for a run slot now (at most server.queue_depth).",
 		func() float64 { return float64(e.Admission().Queued) })
 	s.metrics.Gauge("execbox_run_slots_in_use", "Run slots held now: by runs, and by their results until the answer is written.",

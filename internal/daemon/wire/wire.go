@@ -89,7 +89,7 @@ func Backend(c engine.Candidate) v1.Backend {
 	return v1.Backend{
 		Name: c.Name, Isolation: c.Isolation, Available: c.Available, Ready: c.Ready, Reason: c.Reason,
 		Details: c.Details, Enforcement: c.Enforcement, Sessions: c.Sessions, Unisolated: c.Unisolated,
-		Allowed: c.AllowedByCfg, Capacity: capacity(c.Capacity),
+		Allowed: c.AllowedByCfg, Capacity: capacity(c.Capacity), Warm: c.Warm,
 	}
 }
 

@@ -162,6 +162,7 @@ func TestHealthWireJSON(t *testing.T) {
 		Details: map[string]string{"python3": "/usr/bin/python3"}, Enforcement: map[string]string{"wall": "execbox timer"},
 		Sessions: true, Unisolated: true, AllowedByCfg: true,
 		Capacity: &engine.Lane{Name: "host", Slots: 2, InUse: 1, Source: "the host's 2 cores <&>"},
+		Warm:     []sandbox.Warm{{Shape: "img <&>", Idle: 1, Starting: 2, Target: 3, Why: "a fixed 3"}},
 	}
 	allSet(t, "engine.Candidate", &local)
 	full := engine.Report{
