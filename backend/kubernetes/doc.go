@@ -50,10 +50,13 @@
 //
 // A Pod takes seconds to start (scheduling, the init container, two
 // container starts); its sandbox, milliseconds to set up. So after each
-// Create the backend starts kubernetes.warm Pods of that spec's shape
-// (image and limits; the two shapes used last) in the background, attached
-// and waiting for their agent's setup, and the next Create of that shape
-// takes one. Each serves one sandbox and is deleted with it; Close deletes
+// Create the backend starts Pods of that spec's shape (image and limits;
+// the two shapes used last) in the background, attached and waiting for
+// their agent's setup, and the next Create of that shape takes one. How
+// many follows demand (backend/internal/warm): the shape's arrivals of
+// the time a Pod takes to start, at least kubernetes.warm and at most
+// kubernetes.warm_max (which Capacity keeps out of the admission lane);
+// Warm reports each shape's count and why. Each serves one sandbox and is deleted with it; Close deletes
 // the waiting ones, and Reconcile those of a killed execbox. A health
 // probe's Pod (sandbox.Probing) neither takes a warm Pod nor has one
 // started after it.

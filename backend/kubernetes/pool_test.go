@@ -3,6 +3,8 @@ package kubernetes
 import (
 	"context"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -104,4 +106,66 @@ func TestWarmPods(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// TestWarmPodsFollowDemand: with kubernetes.warm_max above warm, a burst
+// of Creates of one shape grows the pool past its floor — to the arrivals
+// of a Pod's start time — with no further arrival; Warm (what /v1/health
+// and /metrics report) says so and why; the next burst, as large as what
+// waits, is served by warm Pods only (issue 42).
+func TestWarmPodsFollowDemand(t *testing.T) {
+	b := newBackend(t, "kubernetes", func(c *Config) { c.Warm, c.WarmMax = 1, 4 })
+	ctx := context.Background()
+	burst := func(n int) (warm int) {
+		t.Helper()
+		waiting := map[string]bool{}
+		for _, w := range b.pool.Idle(shapeOfDefault(b)) {
+			waiting[w.id] = true
+		}
+		var wg sync.WaitGroup
+		ids := make(chan string, n)
+		for range n {
+			wg.Go(func() {
+				sb, err := b.Create(ctx, sandbox.Spec{})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				ids <- sb.ID()
+				sb.Close(ctx)
+			})
+		}
+		wg.Wait()
+		close(ids)
+		for id := range ids {
+			if waiting[id] {
+				warm++
+			}
+		}
+		return warm
+	}
+	burst(10) // 10 arrivals at once: a rate of 1/s, decaying
+	var w []sandbox.Warm
+	for deadline := time.Now().Add(90 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		w = b.Warm()
+		if len(w) == 1 && w[0].Target >= 2 && w[0].Idle == w[0].Target {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("90 s after 10 arrivals at once, the pool holds %+v; want 2 or more waiting", w)
+		}
+	}
+	t.Logf("after a burst of 10: %+v", w[0])
+	if !strings.Contains(w[0].Shape, DefaultImage+", memory ") || !strings.Contains(w[0].Why, "arrivals/s ×") || !strings.HasSuffix(w[0].Why, "within 1..4") {
+		t.Errorf("the pool's report: %+v", w[0])
+	}
+	if n := w[0].Idle; burst(n) != n {
+		t.Fatalf("a burst of the %d waiting was not all served warm", n)
+	}
+}
+
+// shapeOfDefault is the shape of a spec of the default limits.
+func shapeOfDefault(b *Backend) shape {
+	sh, _ := shapeOf(sandbox.Spec{Limits: sandbox.Limits{}.WithDefaults(b.defaults)})
+	return sh
 }
