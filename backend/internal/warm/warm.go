@@ -81,15 +81,10 @@ func newPool[K comparable, V any](s Sizing, alive func(V) bool, kill func(V), no
 	return p
 }
 
-// Take counts an arrival of shape k and returns a warm machine of it that
-// is still alive, or false.
+// Take returns a warm machine of shape k that is still alive, or false.
 func (p *Pool[K, V]) Take(k K) (V, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.sizing.Max > 0 && !p.closed {
-		d := p.demandOf(k)
-		d.rate += 1 / Window.Seconds()
-	}
 	for len(p.idle[k]) > 0 {
 		v := p.idle[k][0]
 		p.idle[k] = p.idle[k][1:]
@@ -133,18 +128,20 @@ func (p *Pool[K, V]) target(k K) int {
 	return min(max(want, p.sizing.Min), p.sizing.Max)
 }
 
-// Refill marks k as just used and runs start in the background until its
-// target of machines of shape k wait or are on their way — and again each
-// time one started, while the target (which that start's time changes)
-// is not reached; the shape used longest ago beyond MaxShapes loses its
-// machines. start gets a context that ends at Close.
+// Refill counts an arrival of shape k (the caller took a machine or
+// started its own), marks k as just used and runs start in the background
+// until its target of machines of shape k wait or are on their way — and
+// again each time one started, while the target (which that start's time
+// changes) is not reached; the shape used longest ago beyond MaxShapes
+// loses its machines. start gets a context that ends at Close.
 func (p *Pool[K, V]) Refill(k K, start func(context.Context) (V, error)) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed || p.sizing.Max == 0 {
 		return
 	}
-	p.touch(k)
+	p.touch(k) // after which only the MaxShapes kept have a demand
+	p.demandOf(k).rate += 1 / Window.Seconds()
 	p.starter[k] = start
 	p.fill(k)
 }

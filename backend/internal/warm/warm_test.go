@@ -266,8 +266,8 @@ func TestTrimmer(t *testing.T) {
 	startSecond := func(context.Context) (int, error) { clk.add(time.Second); return m.start(context.Background()) }
 	for range 40 { // 4 arrivals a second, starts of a second: 4+√4, so the ceiling
 		p.Take("a")
+		p.Refill("a", startSecond) // one; once it is timed, three more
 	}
-	p.Refill("a", startSecond) // one; once it is timed, three more
 	waitLen(t, p, "a", 4)
 	clk.add(time.Hour)
 	waitLen(t, p, "a", 0)
