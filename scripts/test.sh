@@ -168,16 +168,7 @@ pkgs=$(go list ./... | grep -v -e '/backend/microvm$' -e '/backend/kubernetes$' 
 first=$(for p in integration backend/docker backend/gvisor; do grep -E "/$p\$" <<<"$pkgs" || true; done)
 go test -race -count=1 -timeout 30m -json -skip "^($vm_tests)\$/^(kubernetes|microvm)\$" $first $(grep -v -x -F "$first" <<<"$pkgs") | go run scripts/testreport.go
 
-# The release's bundles (two architectures, the image, the .deb) build
-# from here on, niced: it takes only what the microvm and kubernetes
-# stages leave (a third of the CPU; their VMs and Pods wait on the
-# emulator and the kubelet), and nothing from a test at normal priority.
-relbuild=$(mktemp -d)
-cleanups+=("rm -rf '$relbuild'")
-setsid nice -n 19 ./scripts/test-release.sh --build "$relbuild" >"$bglogs/release-build" 2>&1 &
-release_build=$!
-
-stage "the microvm backend (alone but for the niced release build: under software emulation its VMs keep both cores busy)"
+stage "the microvm backend (alone: under software emulation its VMs keep both cores busy)"
 go test -race -count=1 -timeout 30m -json ./backend/microvm/ | go run scripts/testreport.go
 go test -race -count=1 -timeout 10m -json -run "$vm_cases" ./integration/ | go run scripts/testreport.go
 
@@ -213,7 +204,15 @@ if $k8s; then
 	eval "$(./scripts/k8s.sh env)"
 fi
 
-stage "the kubernetes backend and deploy's manifests (alone: their Pods share the node's two cores)"
+# The release's bundles (two architectures, the image, the .deb) build
+# meanwhile, niced: the cluster's tests wait on Pods and leave CPU idle,
+# and a niced build takes nothing from a test at normal priority.
+relbuild=$(mktemp -d)
+cleanups+=("rm -rf '$relbuild'")
+setsid nice -n 19 ./scripts/test-release.sh --build "$relbuild" >"$bglogs/release-build" 2>&1 &
+release_build=$!
+
+stage "the kubernetes backend and deploy's manifests (alone but for the niced release build: their Pods share the node's two cores)"
 go test -race -count=1 -timeout 30m -json ./backend/kubernetes/ ./deploy/ | go run scripts/testreport.go
 go test -race -count=1 -timeout 10m -json -run "$k8s_cases" ./integration/ | go run scripts/testreport.go
 echo "(the playground's screenshots: $EXECBOX_SCREENSHOTS)"
@@ -247,7 +246,7 @@ if [ "$py_rc" != 0 ] || [ "$ts_rc" != 0 ]; then
 	exit 1
 fi
 
-stage "the release bundles (built in the background since the microvm stage)"
+stage "the release bundles (built in the background since the kubernetes stage)"
 # Waited for here: nothing else runs while the benchmarks do.
 release_rc=0
 wait "$release_build" || release_rc=$?
