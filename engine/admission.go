@@ -262,7 +262,11 @@ func (g *gate) tryLocked(o Owner, mem int64, laneName string) (release func(), w
 func (g *gate) lane(name string) Lane {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	l := g.laneLocked(name)
+	return g.laneLocked(name).view(name)
+}
+
+// view is the lane as AdmissionStats report it. g.mu is held.
+func (l *lane) view(name string) Lane {
 	return Lane{Name: name, Slots: l.slots, InUse: l.inUse, Source: l.source}
 }
 
@@ -271,10 +275,10 @@ func (g *gate) stats() AdmissionStats {
 	defer g.mu.Unlock()
 	st := AdmissionStats{ResultMemory: g.memory, ResultMemoryInUse: g.memUsed, Queued: g.queued, QueueDepth: g.depth}
 	for _, name := range slices.Sorted(maps.Keys(g.lanes)) {
-		l := g.lanes[name]
-		st.Lanes = append(st.Lanes, Lane{Name: name, Slots: l.slots, InUse: l.inUse, Source: l.source})
-		st.Slots += l.slots
-		st.SlotsInUse += l.inUse
+		l := g.lanes[name].view(name)
+		st.Lanes = append(st.Lanes, l)
+		st.Slots += l.Slots
+		st.SlotsInUse += l.InUse
 	}
 	return st
 }

@@ -12,12 +12,13 @@ import (
 )
 
 // Capacity is how many sandboxes of the default limits the namespace's
-// ResourceQuotas allow at once, less the Pods kept warm: the engine admits
-// this backend's runs by it, not by the server's own cores (the server only
-// relays). The tightest resource of every quota wins, and the answer names
-// it. A namespace without a quota is bounded by what its nodes report
-// allocatable; one whose nodes cannot be listed either (RBAC) is an error,
-// and the engine keeps the host's bound.
+// ResourceQuotas allow at once, less the Pods the warm pool may hold
+// (kubernetes.warm_max): the engine admits this backend's runs by it, not
+// by the server's own cores (the server only relays). The tightest
+// resource of every quota wins, and the answer names it. A namespace
+// without a quota is bounded by what its nodes report allocatable (pods,
+// memory, and cpu against the Pod's requests); one whose nodes cannot be
+// listed either (RBAC) is an error, and the engine keeps the host's bound.
 func (b *Backend) Capacity(ctx context.Context) (sandbox.Capacity, error) {
 	if err := b.connect(); err != nil {
 		return sandbox.Capacity{}, err

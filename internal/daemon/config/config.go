@@ -187,8 +187,8 @@ type ServerSection struct {
 	// CPUs and memory). Function calls have functions.concurrency.
 	MaxRuns int `yaml:"max_runs"`
 	// MaxRunsPerToken is the most run slots one non-admin token holds at
-	// once, in each lane; 0 = half of the lane's (at least 1). Applies when tokens are
-	// configured.
+	// once, in each lane; 0 = half of the lane's (at least 1). Applies
+	// when tokens are configured.
 	MaxRunsPerToken int `yaml:"max_runs_per_token"`
 	// AdminRuns are run slots only admin tokens may take, so that no other
 	// token can lock an admin out; at most max_runs − 1 of them are kept

@@ -82,7 +82,7 @@ func (c *Config) check() (key, msg string) {
 		{"env_allowprefix", !allEnvNames(c.EnvAllowPrefix), "must hold name prefixes (not empty, no '=')"},
 		{"work_root", c.WorkRoot != "" && !filepath.IsAbs(c.WorkRoot), "must be an absolute path"},
 		{"state_dir", c.StateDir != "" && !filepath.IsAbs(c.StateDir), "must be an absolute path"},
-		{"functions.concurrency", c.Functions.Concurrency < 0, "must not be negative (0 = by backend: the host's CPUs, a cluster's quota)"},
+		{"functions.concurrency", c.Functions.Concurrency < 0, "must not be negative (0 = number of CPUs)"},
 		{"functions.queue_timeout", c.Functions.QueueTimeout < 0, "must not be negative"},
 		positive("functions.timeout", c.Functions.Timeout <= 0),
 		{"functions.timeout", c.Functions.Timeout > m.Wall, fmt.Sprintf("%s is above max_limits.wall (%s)", sandbox.FormatDuration(c.Functions.Timeout), sandbox.FormatDuration(m.Wall))},
@@ -125,7 +125,7 @@ func (c *Config) check() (key, msg string) {
 		{"server.max_runs", c.Server.MaxRuns < 0, "must not be negative (0 = by backend: the host's CPUs, a cluster's quota)"},
 		{"server.queue_depth", c.Server.QueueDepth < 0, "must not be negative (0 = answer busy at once)"},
 		{"server.queue_wait", c.Server.QueueWait < 0, "must not be negative (0 = answer busy at once)"},
-		{"server.max_runs_per_token", c.Server.MaxRunsPerToken < 0, "must not be negative (0 = half of max_runs)"},
+		{"server.max_runs_per_token", c.Server.MaxRunsPerToken < 0, "must not be negative (0 = half of a lane's run slots)"},
 		{"server.admin_runs", c.Server.AdminRuns < 0, "must not be negative"},
 		positive("server.max_result_memory", c.Server.MaxResultMemory <= 0),
 		{"server.max_result_memory", c.Server.MaxResultMemory > 0 && c.Server.MaxResultMemory < m.ResultBytes(), fmt.Sprintf(

@@ -278,8 +278,8 @@ func New(o Options) (*Server, error) {
 				if b, ok := e.Backend(name); ok {
 					if w, ok := b.(sandbox.Warmer); ok {
 						n := 0
-						for _, s := range w.Warm() {
-							n += f(s)
+						for _, shape := range w.Warm() {
+							n += f(shape)
 						}
 						out[name] = float64(n)
 					}
