@@ -78,6 +78,15 @@ func (s *Session) running(ctx context.Context) (*agent.Agent, error) {
 	return a, nil
 }
 
+// Start starts the session's agent now rather than with its first
+// context or terminal: from then on its execs run side by side (the E2B
+// surface's processes do).
+func (s *Session) Start(ctx context.Context) error {
+	defer s.use()()
+	_, err := s.running(ctx)
+	return err
+}
+
 // agentGone forgets an agent that ended: its contexts are lost, its
 // terminals ended. agentMu is held.
 func (s *Session) agentGone(why error) {

@@ -693,3 +693,9 @@ func (u usedFiles) Mkdir(ctx context.Context, path string) error {
 	defer end()
 	return u.f.Mkdir(ctx, path)
 }
+
+// SessionMaxima are the longest lifetime and idle timeout a session's
+// request may ask for.
+func (e *Engine) SessionMaxima() (ttl, idle time.Duration) {
+	return e.opts.Sessions.MaxTTL, e.opts.Sessions.MaxIdle
+}

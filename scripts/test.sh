@@ -217,7 +217,7 @@ go test -race -count=1 -timeout 30m -json ./backend/kubernetes/ ./deploy/ | go r
 go test -race -count=1 -timeout 10m -json -run "$k8s_cases" ./integration/ | go run scripts/testreport.go
 echo "(the playground's screenshots: $EXECBOX_SCREENSHOTS)"
 
-stage "the Python and TypeScript clients, side by side: each installed as its README says, tested against a real execbox serve"
+stage "the Python and TypeScript clients and the official E2B SDKs, side by side: each installed as its README says, tested against a real execbox serve"
 # Python: Debian's python3 (where apt put pytest), a venv that sees it,
 # the client installed with the README's command (its build backend needs
 # no index; test_install.py checks that command in a stock venv too).
@@ -233,15 +233,22 @@ repo=$PWD
 		cd "$clients" && EXECBOX_BINARY="$clients/execbox" "$clients/venv/bin/python" -m pytest -q -p no:cacheprovider "$repo/clients/python/tests"
 ) >"$clients/python.log" 2>&1 &
 py_job=$!
+# The E2B SDKs (pinned in integration/e2b), unchanged, against execbox
+# serve on native, gvisor and the private dockerd.
+(cd integration/e2b && npm ci --no-audit --no-fund --loglevel=error && EXECBOX_BINARY="$clients/execbox" E2B_BACKENDS=native,gvisor,docker npm test --silent) >"$clients/e2b.log" 2>&1 &
+e2b_job=$!
 ts_rc=0
 (cd clients/typescript && npm ci --no-audit --no-fund --loglevel=error && npm run -s build && EXECBOX_BINARY="$clients/execbox" npm test --silent) >"$clients/ts.log" 2>&1 || ts_rc=$?
-py_rc=0
+py_rc=0 e2b_rc=0
 wait "$py_job" || py_rc=$?
+wait "$e2b_job" || e2b_rc=$?
 echo "-- the Python client (exit $py_rc)"
 cat "$clients/python.log"
 echo "-- the TypeScript client (exit $ts_rc)"
 cat "$clients/ts.log"
-if [ "$py_rc" != 0 ] || [ "$ts_rc" != 0 ]; then
+echo "-- the E2B SDKs (exit $e2b_rc)"
+cat "$clients/e2b.log"
+if [ "$py_rc" != 0 ] || [ "$ts_rc" != 0 ] || [ "$e2b_rc" != 0 ]; then
 	echo "a client's tests failed (above)" >&2
 	exit 1
 fi
@@ -287,6 +294,12 @@ bench -bench . -benchtime 5x ./backend/docker/
 # A run's engine cost with no event subscriber, one that never reads and
 # one that takes 10 ms an event: a slow subscriber must not slow runs.
 bench -bench Subscribers -benchtime 2000x ./engine/
+# The E2B SDK beside execbox's TypeScript client, both built in the
+# clients stage: a new sandbox to its first command's output.
+(cd integration/e2b && EXECBOX_BINARY="$clients/execbox" E2B_BENCH_BACKENDS=native,gvisor,docker node bench.mjs) || {
+	echo "benchmark failed: integration/e2b/bench.mjs" >&2
+	exit 1
+}
 # execbox bench: one Python function call every way — bare exec, raw bwrap,
 # the docker CLI, each backend cold and warm (a pooled sandbox), through
 # the library and HTTP — interleaved; calls/s; an idle pooled sandbox's

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"slices"
 	"time"
 
 	v1 "github.com/execbox/execbox/api/v1"
@@ -27,6 +28,10 @@ type execution struct {
 	// charged to it when the execution ends.
 	pass *guard.Pass
 	cpu  time.Duration
+	// refused, when set, takes a refusal's problem instead of the
+	// response: for surfaces that answer in a shape of their own (the E2B
+	// API's Connect procedures).
+	refused **v1.Problem
 }
 
 func (s *Server) begin(r *http.Request, op v1.Operation) *execution {
@@ -67,6 +72,16 @@ func (x *execution) inFlight() {
 	x.release = append(x.release, x.s.metrics.Start(x.entry.Operation))
 }
 
+// detach gives x a copy of its request's info, for an execution that
+// outlives its request (an E2B process runs on after the stream that
+// started it): what it records at its end is no longer the request's
+// log line, which may be being written.
+func (x *execution) detach() {
+	in := *x.info
+	in.attrs = slices.Clone(in.attrs)
+	x.info = &in
+}
+
 // fail answers err as a problem and records it.
 func (x *execution) fail(w http.ResponseWriter, err error) {
 	p := problemOf(x.r, err)
@@ -80,6 +95,10 @@ func (x *execution) fail(w http.ResponseWriter, err error) {
 		x.s.metrics.Busy(x.entry.Operation, p.Code)
 	}
 	x.end()
+	if x.refused != nil {
+		*x.refused = p
+		return
+	}
 	writeProblem(w, x.r, p)
 }
 

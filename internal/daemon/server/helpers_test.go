@@ -78,6 +78,7 @@ type setup struct {
 	limits        auth.Limits
 	maxBody       int64
 	maxRuns       int
+	ownerRuns     int
 	fnConc        int
 	fnQueue       time.Duration
 	noAudit       bool
@@ -97,6 +98,7 @@ func newEnv(t testing.TB, s setup) *env {
 		AllowUnisolated: true,
 		Backends:        append([]string{"local"}, s.backends...),
 		MaxRuns:         s.maxRuns,
+		OwnerRuns:       s.ownerRuns,
 		Max:             s.maxima,
 		ResultMemory:    s.resultMemory,
 		Sessions:        engine.SessionOptions{Replica: s.replica},

@@ -75,6 +75,7 @@ func (s *Server) mux() http.Handler {
 				"%s is not allowed on %s (allowed: %s)", r.Method, path, strings.Join(methods, ", ")))
 		})
 	}
+	mux.Handle(e2bPrefix+"/", s.e2bHandler())
 	var ui http.Handler
 	if s.opts.Playground {
 		ui = webui.New()
@@ -92,7 +93,7 @@ func (s *Server) mux() http.Handler {
 // apiPath says whether an unmatched path is under the API's own, where
 // an unknown path is a JSON 404, never a page.
 func apiPath(p string) bool {
-	for _, prefix := range []string{"/v1", "/healthz", "/readyz", "/metrics", "/mcp"} {
+	for _, prefix := range []string{"/v1", "/healthz", "/readyz", "/metrics", "/mcp", e2bPrefix} {
 		if p == prefix || strings.HasPrefix(p, prefix+"/") {
 			return true
 		}

@@ -145,6 +145,8 @@ type Server struct {
 	eventStreams *shares // GET /v1/events answers open
 
 	peerTransport *http.Transport // requests passed to other replicas
+
+	e2b *e2bSandboxes // the E2B API's sandboxes
 }
 
 // New checks o and returns a Server.
@@ -218,7 +220,7 @@ func New(o Options) (*Server, error) {
 	if o.Peers != nil && !replica.ValidName(o.Replica) {
 		return nil, fmt.Errorf("server: replica name %q: must be a DNS label when peers are configured", o.Replica)
 	}
-	s := &Server{opts: o, log: o.Logger, metrics: o.Metrics, auth: o.Auth, drain: make(chan struct{}),
+	s := &Server{opts: o, log: o.Logger, metrics: o.Metrics, auth: o.Auth, drain: make(chan struct{}), e2b: newE2BSandboxes(),
 		uploads: newShares("uploads", CodeTooManyUploads, o.MaxUploads, o.MaxUploadsPerToken, o.AdminUploads,
 			"server.max_uploads", "server.max_uploads_per_token", "server.admin_uploads"),
 		eventStreams: newShares("event streams", v1.CodeBusy, o.MaxEventStreams, o.MaxEventStreamsPerToken, o.AdminEventStreams,

@@ -312,23 +312,40 @@ func (s *Server) handleUpload(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	x.uploadTo(sess)
+	files, ok := s.receive(w, r, x, sess, f, func(name string) (string, error) {
+		if err := sandbox.CheckPath(name); err != nil {
+			return "", err
+		}
+		return path.Join(dir, name), nil
+	})
+	if !ok {
+		return
+	}
+	writeJSON(w, http.StatusCreated, v1.Uploaded{Files: files})
+}
+
+// receive writes the files of r's multipart/form-data body into sess,
+// part by part, streamed: where names the path of each part's file from
+// its filename as sent. It takes an upload slot, records each file in
+// x's audit row and ends x; a failure is answered here (false).
+func (s *Server) receive(w http.ResponseWriter, r *http.Request, x *execution, sess *engine.Session, f sandbox.Files, where func(name string) (string, error)) ([]sandbox.FileInfo, bool) {
 	ct := r.Header.Get("Content-Type")
 	mt, params, err := mime.ParseMediaType(ct)
 	if err != nil || mt != "multipart/form-data" || params["boundary"] == "" {
 		x.fail(w, v1.ProblemFor(http.StatusUnsupportedMediaType, v1.CodeUnsupportedMedia,
 			"Content-Type %q is not multipart/form-data with a boundary (PUT …/files/{path} takes a raw body)", ct))
-		return
+		return nil, false
 	}
 	left := sess.Info().Limits.WorkSize
 	if r.ContentLength > left+uploadOverhead {
 		x.fail(w, sandbox.Errorf(sandbox.ErrLimit, "file_too_large",
 			"the body is %d bytes, over the session's work_size %s", r.ContentLength, sandbox.HumanSize(left)))
-		return
+		return nil, false
 	}
 	done, err := s.uploads.take(s.owner(x.info.identity))
 	if err != nil {
 		x.fail(w, err)
-		return
+		return nil, false
 	}
 	defer done()
 	body := paced(w, r)
@@ -366,7 +383,7 @@ func (s *Server) handleUpload(w http.ResponseWriter, r *http.Request) {
 				err = sandbox.Errorf(sandbox.ErrInvalid, "upload_invalid", "reading the multipart body: %v", err)
 			}
 			fail(i, "", err)
-			return
+			return nil, false
 		}
 		// The filename as sent: Part.FileName keeps only its last element.
 		_, cd, _ := mime.ParseMediaType(part.Header.Get("Content-Disposition"))
@@ -374,19 +391,19 @@ func (s *Server) handleUpload(w http.ResponseWriter, r *http.Request) {
 		switch {
 		case headerSize(part.Header) > maxPartHeader:
 			fail(i, "", partHeaderTooLarge())
-			return
+			return nil, false
 		case name == "":
 			fail(i, part.FormName(), sandbox.Errorf(sandbox.ErrInvalid, "upload_invalid", "the part has no filename: every part of an upload is a file"))
-			return
+			return nil, false
 		case i > maxUploadParts:
 			fail(i, name, sandbox.Errorf(sandbox.ErrLimit, "too_many_files", "an upload carries at most %d files", maxUploadParts))
-			return
+			return nil, false
 		}
-		if err := sandbox.CheckPath(name); err != nil {
+		p, err := where(name)
+		if err != nil {
 			fail(i, name, err)
-			return
+			return nil, false
 		}
-		p := path.Join(dir, name)
 		h := sha256.New()
 		rd := &readRecorder{r: io.TeeReader(part, h)}
 		n, err := f.PutFile(r.Context(), p, rd, left)
@@ -396,25 +413,25 @@ func (s *Server) handleUpload(w http.ResponseWriter, r *http.Request) {
 				err = sandbox.Errorf(sandbox.ErrInvalid, "upload_invalid", "reading the part: %v", rd.err)
 			}
 			fail(i, name, err)
-			return
+			return nil, false
 		}
 		left -= n
 		x.entry.Inputs = append(x.entry.Inputs, audit.Input{Path: p, Size: n, SHA256: hex.EncodeToString(h.Sum(nil))})
 		st, err := f.Stat(r.Context(), p)
 		if err != nil {
 			fail(i, name, err)
-			return
+			return nil, false
 		}
 		out.Files = append(out.Files, st)
 	}
 	if len(out.Files) == 0 {
 		x.fail(w, sandbox.Errorf(sandbox.ErrInvalid, "upload_invalid", "the upload has no part"))
-		return
+		return nil, false
 	}
 	body.done()
 	x.entry.Reason = "uploaded"
 	x.end()
-	writeJSON(w, http.StatusCreated, out)
+	return out.Files, true
 }
 
 func partHeaderTooLarge() error {
@@ -627,6 +644,9 @@ func sessionAttr(id string) slog.Attr { return slog.String("session", id) }
 // recorded by the request that made it.
 func (s *Server) sessionEvent(event string, i engine.SessionInfo) {
 	s.metrics.SessionEvent(event)
+	if event != engine.SessionCreated {
+		s.e2b.forget(i.ID)
+	}
 	if event == engine.SessionCreated || s.opts.Audit == nil {
 		return
 	}
