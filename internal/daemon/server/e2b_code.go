@@ -80,12 +80,18 @@ func (s *Server) e2bExecute(w http.ResponseWriter, r *http.Request) {
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
 	wrote := false
-	write := func(o e2b.Output) {
+	// answer sends the headers: at once when the code starts, since the
+	// SDK gives up on a request whose answer has not begun in time.
+	answer := func() {
 		if !wrote {
 			w.Header().Set("Content-Type", "application/x-ndjson")
 			w.WriteHeader(http.StatusOK)
+			c.rc.Flush()
 			wrote = true
 		}
+	}
+	write := func(o e2b.Output) {
+		answer()
 		c.extend(s)
 		enc.Encode(o)
 		c.rc.Flush()
@@ -146,6 +152,7 @@ func (s *Server) e2bExecute(w http.ResponseWriter, r *http.Request) {
 	x.entry.CodeSHA256 = h.Sum()
 	x.entry.Limits = &info.Limits
 
+	answer()
 	q := newE2BLines()
 	type ran struct {
 		res *agent.CodeResult

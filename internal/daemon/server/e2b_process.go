@@ -205,22 +205,23 @@ func (sb *e2bSandbox) remove(p *e2bProc) {
 }
 
 // e2bBegin starts an in-sandbox execution: the token's limits and the
-// caller's open session; refusals come back as Connect errors.
-func (s *Server) e2bBegin(ctx context.Context, op v1.Operation) (*execution, *e2bCall, *engine.Session, *v1.Problem, error) {
+// caller's open session; a refusal comes back as a Connect error (and
+// x.refused holds its problem).
+func (s *Server) e2bBegin(ctx context.Context, op v1.Operation) (*execution, *e2bCall, *engine.Session, error) {
 	c := e2bCallOf(ctx)
 	x := s.begin(c.r, op)
 	var refused *v1.Problem
 	x.refused = &refused
 	if !x.admit(nil) {
-		return x, c, nil, refused, e2bErr(refused)
+		return x, c, nil, e2bErr(refused)
 	}
 	sess, err := c.session(s)
 	if err != nil {
 		x.fail(nil, err)
-		return x, c, nil, refused, e2bErr(refused)
+		return x, c, nil, e2bErr(refused)
 	}
 	x.entry.Session = sess.ID()
-	return x, c, sess, refused, nil
+	return x, c, sess, nil
 }
 
 // e2bStart is process.Process/Start: the start event, then the process's
@@ -232,7 +233,7 @@ func (s *Server) e2bStart(ctx context.Context, req *e2b.StartRequest, stream *co
 	if req.PTY != nil {
 		op = v1.OpSessionTerminal
 	}
-	x, c, sess, _, err := s.e2bBegin(ctx, op)
+	x, c, sess, err := s.e2bBegin(ctx, op)
 	if err != nil {
 		x.end()
 		return err
@@ -246,7 +247,8 @@ func (s *Server) e2bStart(ctx context.Context, req *e2b.StartRequest, stream *co
 	info := sess.Info()
 	cfg := req.Process
 	if cfg.Cmd == "" {
-		return connect.NewError(connect.CodeInvalidArgument, errors.New("process.cmd: give the program to run"))
+		x.fail(nil, invalidField("process.cmd", "give the program to run"))
+		return e2bErr(*x.refused)
 	}
 	args := append([]string{cfg.Cmd}, cfg.Args...)
 	dir := ""
