@@ -207,12 +207,17 @@ for (const backend of backends) {
     });
 
     test("Sandbox.list, getInfo, setTimeout, connect, kill", async () => {
-      const other = await Sandbox.create({ timeoutMs: 60_000, metadata: { suite: "lifecycle" } });
-      const mine = (await Sandbox.list({ query: { metadata: { suite: "lifecycle" } } }).nextItems()).map((s) => s.sandboxId);
+      const meta = { suite: "life cycle", owner: "a@b.c/d&e=f" }; // what the SDK encodes twice
+      const other = await Sandbox.create({ timeoutMs: 60_000, metadata: meta });
+      const mine = (await Sandbox.list({ query: { metadata: meta } }).nextItems()).map((s) => s.sandboxId);
       assert.deepEqual(mine, [other.sandboxId]);
+      assert.deepEqual((await other.getInfo()).metadata, meta);
       const before = (await other.getInfo()).endAt.getTime();
       await other.setTimeout(5 * 60_000);
-      assert.ok((await other.getInfo()).endAt.getTime() > before + 60_000);
+      const moved = (await other.getInfo()).endAt.getTime();
+      assert.ok(moved > before + 60_000);
+      await Sandbox.connect(other.sandboxId, { timeoutMs: 1_000 });
+      assert.equal((await other.getInfo()).endAt.getTime(), moved, "a connect never shortens a sandbox's life");
       const same = await Sandbox.connect(other.sandboxId);
       assert.equal((await same.commands.run("echo connected")).stdout, "connected\n");
       assert.equal(await other.kill(), true);

@@ -118,15 +118,22 @@ func (sb *e2bSandbox) tokenIs(t string) bool {
 }
 
 // setEnd moves the sandbox's end to at, within its session's life.
-func (sb *e2bSandbox) setEnd(at time.Time, info engine.SessionInfo) time.Time {
+// setEnd moves the sandbox's end to d from now (only later, when
+// later); past its session's life is refused, not cut short.
+func (sb *e2bSandbox) setEnd(d time.Duration, info engine.SessionInfo, later bool) error {
+	at := time.Now().Add(d)
+	if at.After(info.Expires) {
+		return invalidField("timeout", "%s from now is past the sandbox's longest life (sessions.max_ttl from its start): at most %s",
+			d, time.Until(info.Expires).Truncate(time.Second))
+	}
 	sb.mu.Lock()
 	defer sb.mu.Unlock()
-	if at.After(info.Expires) {
-		at = info.Expires
+	if later && !at.After(sb.end) {
+		return nil
 	}
 	sb.end = at
-	sb.timer.Reset(time.Until(at))
-	return at
+	sb.timer.Reset(d)
+	return nil
 }
 
 func (s *Server) e2bHandler() http.Handler {
@@ -347,6 +354,10 @@ func (s *Server) e2bCreate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ttl, idle := s.opts.Engine.SessionMaxima()
+	if timeout > ttl {
+		x.fail(w, invalidField("timeout", "%s is past a sandbox's longest life, sessions.max_ttl %s", timeout, ttl))
+		return
+	}
 	owner := s.owner(x.info.identity)
 	sess, err := s.opts.Engine.OpenSession(r.Context(), owner, engine.SessionRequest{
 		Selection: sel, Spec: spec, TTL: ttl, Idle: idle, Labels: req.Metadata})
@@ -368,7 +379,14 @@ func (s *Server) e2bCreate(w http.ResponseWriter, r *http.Request) {
 		template: cmp.Or(req.TemplateID, e2b.DefaultTemplate), started: info.Created, procs: map[uint32]*e2bProc{},
 		contexts: map[string]string{}}
 	sb.timer = time.AfterFunc(timeout, func() { s.e2bExpire(sb) })
-	sb.setEnd(time.Now().Add(timeout), info)
+	if err := sb.setEnd(timeout, info, false); err != nil {
+		sb.timer.Stop()
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), time.Minute)
+		defer cancel()
+		s.opts.Engine.CloseSession(ctx, owner, info.ID)
+		x.fail(w, err)
+		return
+	}
 	s.e2b.mu.Lock()
 	s.e2b.m[sb.id] = sb
 	s.e2b.mu.Unlock()
@@ -436,7 +454,7 @@ func (s *Server) e2bFind(r *http.Request) (*e2bSandbox, *engine.Session, error) 
 // whose metadata hold every pair of the metadata query, limit per page.
 func (s *Server) e2bList(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	want, err := url.ParseQuery(q.Get("metadata"))
+	want, err := e2bMetadata(q.Get("metadata"))
 	if err != nil {
 		writeProblem(w, r, problemOf(r, invalidField("metadata", "give key=value pairs joined by &, URL-encoded: %v", err)))
 		return
@@ -481,6 +499,30 @@ func (s *Server) e2bList(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
+// e2bMetadata reads a list's metadata filter: the SDKs encode each key
+// and value, then the pairs as a query, so each is decoded twice.
+func e2bMetadata(q string) (url.Values, error) {
+	pairs, err := url.ParseQuery(q)
+	if err != nil {
+		return nil, err
+	}
+	out := url.Values{}
+	for k, vs := range pairs {
+		key, err := url.QueryUnescape(k)
+		if err != nil {
+			return nil, err
+		}
+		for _, v := range vs {
+			val, err := url.QueryUnescape(v)
+			if err != nil {
+				return nil, err
+			}
+			out.Add(key, val)
+		}
+	}
+	return out, nil
+}
+
 func labelsHold(have map[string]string, want url.Values) bool {
 	for k, vs := range want {
 		for _, v := range vs {
@@ -499,7 +541,11 @@ func (s *Server) e2bGet(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, problemOf(r, err))
 		return
 	}
-	writeJSON(w, http.StatusOK, e2b.Detail{ListedSandbox: sb.listed(sess.Info()), EnvdAccessToken: sb.token})
+	d := e2b.Detail{ListedSandbox: sb.listed(sess.Info())}
+	if s.e2bOwns(r, sb) {
+		d.EnvdAccessToken = sb.token
+	}
+	writeJSON(w, http.StatusOK, d)
 }
 
 // e2bKill is DELETE /e2b/sandboxes/{sandboxID}: 204; one not found is 404.
@@ -549,24 +595,39 @@ func (s *Server) e2bSetTimeout(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, problemOf(r, err))
 		return
 	}
-	sb.setEnd(time.Now().Add(*d), sess.Info())
+	if err := sb.setEnd(*d, sess.Info(), false); err != nil {
+		writeProblem(w, r, problemOf(r, err))
+		return
+	}
 	w.WriteHeader(http.StatusNoContent)
 }
 
 // e2bConnect is POST /e2b/sandboxes/{sandboxID}/connect (and /v2): the
-// sandbox and its access token, its timeout moved when one is given.
+// sandbox and its access token, for its owner only; its end moves to the
+// timeout from now (e2bDefaultTimeout when none is given) when that is
+// later — a connect never shortens a sandbox's life.
 func (s *Server) e2bConnect(w http.ResponseWriter, r *http.Request) {
 	sb, sess, err := s.e2bFind(r)
 	var d *time.Duration
 	if err == nil {
 		d, err = s.e2bTimeout(w, r, false)
 	}
+	if err == nil && !s.e2bOwns(r, sb) {
+		err = sandbox.Errorf(sandbox.ErrDenied, "not_the_owner", "sandbox %s is token %s's: an admin may see and kill it, not act in it", sb.id, sb.owner.Name)
+	}
+	if err == nil {
+		err = sb.setEnd(*cmp.Or(d, new(time.Duration(e2bDefaultTimeout))), sess.Info(), true)
+	}
 	if err != nil {
 		writeProblem(w, r, problemOf(r, err))
 		return
 	}
-	if d != nil {
-		sb.setEnd(time.Now().Add(*d), sess.Info())
-	}
 	writeJSON(w, http.StatusOK, sb.wire())
+}
+
+// e2bOwns says whether the caller is the token that made sb: only it is
+// given the access token (an admin sees every sandbox, but its calls
+// into one would act as, and be audited as, the owner).
+func (s *Server) e2bOwns(r *http.Request, sb *e2bSandbox) bool {
+	return s.owner(infoOf(r.Context()).identity).Name == sb.owner.Name
 }

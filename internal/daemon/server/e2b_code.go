@@ -182,7 +182,7 @@ func (s *Server) e2bExecute(w http.ResponseWriter, r *http.Request) {
 	res, err := end.res, end.err
 	switch {
 	case err != nil:
-		p := v1.NewProblem(err)
+		p := e2bProblem(err)
 		x.entry.ErrorCode = p.Code
 		write(e2b.Output{Type: e2b.OutputError, Name: "ExecboxError", Value: p.Detail + " (" + p.Code + ")"})
 	case res.Error != nil:

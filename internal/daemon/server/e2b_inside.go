@@ -147,7 +147,7 @@ func e2bErr(err error) error {
 	if errors.As(err, &ce) {
 		return ce
 	}
-	p := v1.NewProblem(err)
+	p := e2bProblem(err)
 	code := connect.CodeInternal
 	switch p.Status {
 	case http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType, http.StatusUnprocessableEntity:
@@ -174,6 +174,17 @@ func e2bErr(err error) error {
 		msg = p.Title
 	}
 	return connect.NewError(code, errors.New(e2bMessage(msg)+" ("+p.Code+")"))
+}
+
+// e2bProblem describes err as the API would, its detail redacted as
+// writeProblem redacts it (a server-side failure does not show the host).
+func e2bProblem(err error) *v1.Problem {
+	p, ok := err.(*v1.Problem)
+	if !ok {
+		p = v1.NewProblem(err)
+	}
+	redactProblem(p)
+	return p
 }
 
 // e2bPath is an SDK's path as a path in the work dir: relative to it, or

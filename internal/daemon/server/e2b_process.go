@@ -9,6 +9,7 @@ import (
 	"io"
 	"maps"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -55,10 +56,13 @@ type e2bProc struct {
 	tag    *string
 	config e2b.ProcessConfig
 	kill   context.CancelFunc
-	stdin  *io.PipeWriter  // nil: started without stdin
-	term   *agent.Terminal // a PTY's, else nil
+	stdin  *io.PipeWriter // nil: started without stdin
+	// writing is held by the one input being written to stdin: a process
+	// that does not read holds one caller's bytes, not every caller's.
+	writing sync.Mutex
 
 	mu        sync.Mutex
+	term      *agent.Terminal // a PTY's, else nil
 	followers map[*e2bFollower]bool
 	ended     bool
 }
@@ -154,6 +158,13 @@ func (p *e2bProc) publish(ev e2b.ProcessEvent) {
 		}
 		clear(p.followers)
 	}
+}
+
+// terminal is the process's terminal, nil when it has none (yet).
+func (p *e2bProc) terminal() *agent.Terminal {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.term
 }
 
 // e2bOutput is a process's stdout or stderr as data events.
@@ -268,7 +279,7 @@ func (s *Server) e2bStart(ctx context.Context, req *e2b.StartRequest, stream *co
 	}
 	x.entry.CodeSHA256 = h.Sum()
 	x.inFlight()
-	if !x.check(nil, guard.Call{Backend: info.Backend}, nil) {
+	if !x.check(nil, guard.Call{Language: "command", Backend: info.Backend}, nil) {
 		return e2bErr(*x.refused)
 	}
 	x.entry.Limits = &info.Limits
@@ -276,24 +287,28 @@ func (s *Server) e2bStart(ctx context.Context, req *e2b.StartRequest, stream *co
 	if dl, ok := ctx.Deadline(); ok {
 		timeout = min(timeout, time.Until(dl))
 	}
-	p := &e2bProc{tag: req.Tag, config: cfg, followers: map[*e2bFollower]bool{}}
+	// The process lives apart from this request: a background command's
+	// stream may end long before it does.
+	pctx, kill := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	p := &e2bProc{tag: req.Tag, config: cfg, kill: kill, followers: map[*e2bFollower]bool{}}
 	if p.config.Envs == nil {
 		p.config.Envs = map[string]string{}
 	}
+	var stdin *io.PipeReader
+	if req.PTY == nil && req.Stdin != nil && *req.Stdin {
+		stdin, p.stdin = io.Pipe()
+	}
 	if err := c.sb.add(p); err != nil {
+		kill()
 		x.fail(nil, err)
 		return e2bErr(*x.refused)
 	}
 	f, _ := p.follow()
-	// The process lives apart from this request: a background command's
-	// stream may end long before it does.
-	pctx, kill := context.WithTimeout(context.WithoutCancel(ctx), timeout)
-	p.kill = kill
 	x.detach()
 	if req.PTY != nil {
 		err = s.e2bStartTerminal(pctx, x, c.sb, sess, p, args, dir, req.PTY)
 	} else {
-		s.e2bStartExec(pctx, x, c.sb, sess, p, args, dir, req.Stdin != nil && *req.Stdin)
+		s.e2bStartExec(pctx, x, c.sb, sess, p, args, dir, stdin)
 	}
 	if err != nil {
 		kill()
@@ -310,12 +325,10 @@ func (s *Server) e2bStart(ctx context.Context, req *e2b.StartRequest, stream *co
 }
 
 // e2bStartExec runs p as an exec of the session, in the background.
-func (s *Server) e2bStartExec(ctx context.Context, x *execution, sb *e2bSandbox, sess *engine.Session, p *e2bProc, args []string, dir string, stdin bool) {
+func (s *Server) e2bStartExec(ctx context.Context, x *execution, sb *e2bSandbox, sess *engine.Session, p *e2bProc, args []string, dir string, pr *io.PipeReader) {
 	proc := &sandbox.Process{Args: args, Env: p.config.Envs, Dir: dir,
 		Stdout: e2bOutput{p: p}, Stderr: e2bOutput{p: p, stderr: true}}
-	var pr *io.PipeReader
-	if stdin {
-		pr, p.stdin = io.Pipe()
+	if pr != nil {
 		proc.Stdin = pr
 	}
 	go func() {
@@ -327,11 +340,12 @@ func (s *Server) e2bStartExec(ctx context.Context, x *execution, sb *e2bSandbox,
 		end := &e2b.EndEvent{ExitCode: -1}
 		switch {
 		case err != nil:
-			msg := err.Error()
+			pr := e2bProblem(err)
+			msg := pr.Detail + " (" + pr.Code + ")"
 			end.Status, end.Error = "error", &msg
-			x.entry.ErrorCode = sandbox.CodeOf(err)
+			x.entry.ErrorCode = pr.Code
 		default:
-			x.ran(res, "")
+			x.ran(res, runCode("", args))
 			end.ExitCode, end.Exited = int32(res.ExitCode), res.Reason == sandbox.ReasonExited
 			end.Status = fmt.Sprintf("exit status %d", res.ExitCode)
 			if !end.Exited {
@@ -419,11 +433,12 @@ func (s *Server) e2bSendInput(ctx context.Context, req *e2b.SendInputRequest) (*
 	if err != nil {
 		return nil, err
 	}
-	return &e2b.Empty{}, p.input(ctx, req.Input)
+	return &e2b.Empty{}, s.e2bInput(ctx, p, req.Input)
 }
 
 // e2bStreamInput is process.Process/StreamInput: the first message names
-// the process, each later one is input written in turn.
+// the process, each later one is input written in turn; the stream ends
+// with its process.
 func (s *Server) e2bStreamInput(ctx context.Context, stream *connect.ClientStream[e2b.StreamInputRequest]) (*e2b.Empty, error) {
 	var p *e2bProc
 	for stream.Receive() {
@@ -437,7 +452,7 @@ func (s *Server) e2bStreamInput(ctx context.Context, stream *connect.ClientStrea
 		case p == nil && m.Keepalive == nil:
 			return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("the stream's first message names the process (start)"))
 		case m.Data != nil:
-			if err := p.input(ctx, m.Data.Input); err != nil {
+			if err := s.e2bInput(ctx, p, m.Data.Input); err != nil {
 				return nil, err
 			}
 		}
@@ -445,19 +460,56 @@ func (s *Server) e2bStreamInput(ctx context.Context, stream *connect.ClientStrea
 	return &e2b.Empty{}, stream.Err()
 }
 
-// input writes in to the process's stdin or terminal.
+// e2bInput writes in to p's stdin or terminal as a terminal's input is
+// written: within the token's limits, held to the guard's rules again
+// (the start was the call confirmed and counted), audited.
+func (s *Server) e2bInput(ctx context.Context, p *e2bProc, in e2b.ProcessInput) error {
+	x, _, sess, err := s.e2bBegin(ctx, v1.OpSessionTerminal)
+	defer x.end()
+	if err != nil {
+		return err
+	}
+	data := in.Stdin
+	if in.PTY != nil {
+		data = in.PTY
+	}
+	x.inFlight()
+	h := audit.NewRequestHash("e2b_process_input")
+	h.Field("session", []byte(sess.ID()))
+	h.Field("process", []byte(strconv.FormatUint(uint64(p.pid), 10)))
+	h.Field("input", data)
+	x.entry.CodeSHA256 = h.Sum()
+	x.entry.Inputs = []audit.Input{{Size: int64(len(data)), SHA256: audit.Hash(string(data))}}
+	info := sess.Info()
+	if !x.check(nil, guard.Call{Language: "command", Backend: info.Backend, Continued: true}, nil) {
+		return e2bErr(*x.refused)
+	}
+	x.entry.Backend, x.entry.Isolation, x.entry.Reason = info.Backend, info.Isolation.String(), "input"
+	if err := p.input(ctx, in); err != nil {
+		x.entry.Reason, x.entry.ErrorCode = "", connect.CodeOf(err).String()
+		return err
+	}
+	return nil
+}
+
+// input writes in to the process's stdin or terminal. One write to stdin
+// waits at a time: a process that does not read holds one caller's bytes
+// (until it reads them or ends), and the others are refused.
 func (p *e2bProc) input(ctx context.Context, in e2b.ProcessInput) error {
-	switch {
+	switch t := p.terminal(); {
+	case in.PTY != nil && t == nil:
+		return connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("process %d has no terminal: send stdin", p.pid))
 	case in.PTY != nil:
-		if p.term == nil {
-			return connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("process %d has no terminal: send stdin", p.pid))
-		}
-		return e2bErr(p.term.Write(ctx, in.PTY))
+		return e2bErr(t.Write(ctx, in.PTY))
 	case p.stdin == nil:
 		return connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("process %d was started without stdin", p.pid))
 	}
+	if !p.writing.TryLock() {
+		return connect.NewError(connect.CodeResourceExhausted, fmt.Errorf("process %d has not read the input sent before", p.pid))
+	}
 	done := make(chan error, 1)
 	go func() {
+		defer p.writing.Unlock()
 		_, err := p.stdin.Write(in.Stdin)
 		done <- err
 	}()
@@ -468,7 +520,7 @@ func (p *e2bProc) input(ctx context.Context, in e2b.ProcessInput) error {
 		}
 		return nil
 	case <-ctx.Done():
-		return connect.NewError(connect.CodeDeadlineExceeded, fmt.Errorf("process %d did not read its stdin in time", p.pid))
+		return connect.NewError(connect.CodeDeadlineExceeded, fmt.Errorf("process %d did not read its stdin in time; the input waits for it", p.pid))
 	}
 }
 
@@ -495,8 +547,8 @@ func (s *Server) e2bSignal(ctx context.Context, req *e2b.SendSignalRequest) (*e2
 	if err != nil {
 		return nil, err
 	}
-	if p.term != nil {
-		return &e2b.Empty{}, e2bErr(p.term.Kill(ctx))
+	if t := p.terminal(); t != nil {
+		return &e2b.Empty{}, e2bErr(t.Kill(ctx))
 	}
 	p.kill()
 	return &e2b.Empty{}, nil
@@ -508,10 +560,11 @@ func (s *Server) e2bUpdate(ctx context.Context, req *e2b.UpdateRequest) (*e2b.Em
 	if err != nil {
 		return nil, err
 	}
-	if p.term == nil || req.PTY == nil || req.PTY.Size == nil {
+	t := p.terminal()
+	if t == nil || req.PTY == nil || req.PTY.Size == nil {
 		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("process %d: give the new size of its terminal", p.pid))
 	}
-	return &e2b.Empty{}, e2bErr(p.term.Resize(ctx, int(req.PTY.Size.Rows), int(req.PTY.Size.Cols)))
+	return &e2b.Empty{}, e2bErr(t.Resize(ctx, int(req.PTY.Size.Rows), int(req.PTY.Size.Cols)))
 }
 
 // e2bStartTerminal runs p on a terminal of the session; its output is
@@ -531,7 +584,9 @@ func (s *Server) e2bStartTerminal(ctx context.Context, x *execution, sb *e2bSand
 	if err != nil {
 		return err
 	}
+	p.mu.Lock()
 	p.term = t
+	p.mu.Unlock()
 	go func() {
 		defer p.kill()
 		done := sess.Use()
@@ -552,7 +607,7 @@ func (s *Server) e2bStartTerminal(ctx context.Context, x *execution, sb *e2bSand
 			}
 			if err != nil {
 				t.Kill(context.WithoutCancel(ctx))
-				msg := err.Error()
+				msg := e2bProblem(err).Detail
 				end.Status, end.Error = "error", &msg
 				break
 			}

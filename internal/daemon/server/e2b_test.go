@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -29,7 +30,7 @@ func e2bEnv(t *testing.T, s setup) *env {
 	t.Helper()
 	alice, _ := auth.ParseToken("alice:" + auth.HashSecret("alice-secret"))
 	bob, _ := auth.ParseToken("bob:" + auth.HashSecret("bob-secret"))
-	s.tokens = []auth.Token{alice, bob}
+	s.tokens = []auth.Token{alice, bob, auth.FromSecret("admin-secret")}
 	return newEnv(t, s)
 }
 
@@ -96,6 +97,14 @@ func TestE2BSandboxOfOneTokenIsInvisibleToAnother(t *testing.T) {
 	if l := list("alice-secret"); len(l) != 1 || l[0].SandboxID != sb.SandboxID || l[0].Metadata["k"] != "v" {
 		t.Fatalf("alice lists %+v", l)
 	}
+	// An admin sees it, but is not handed its access token, nor may connect.
+	var d e2b.Detail
+	if a := en.do("GET", base, nil, "X-API-Key", "admin-secret"); a.status != http.StatusOK || json.Unmarshal(a.body, &d) != nil || d.EnvdAccessToken != "" {
+		t.Fatalf("the admin's get: %d %s", a.status, a.body)
+	}
+	e2bError(t, en.do("POST", base+"/connect", nil, "X-API-Key", "admin-secret"), http.StatusForbidden)
+	// A timeout past the longest life is refused, not cut.
+	e2bError(t, en.do("POST", base+"/timeout", map[string]any{"timeout": 100 * 24 * 3600}, "X-API-Key", "alice-secret"), http.StatusBadRequest)
 	// Still alice's, unharmed.
 	if a := en.do("GET", base, nil, "X-API-Key", "alice-secret"); a.status != http.StatusOK {
 		t.Fatalf("alice's get: %d %s", a.status, a.body)
@@ -391,7 +400,8 @@ func TestE2BExecutionOutputIsBounded(t *testing.T) {
 
 func TestE2BProcessesPassTheGuardAndTheAudit(t *testing.T) {
 	g, err := guard.New(guard.Config{
-		Rules:   []guard.Rule{{Name: "no-bob-execs", Action: guard.Deny, Tokens: []string{"bob"}, Operations: []string{"session_exec"}}},
+		Rules: []guard.Rule{{Name: "no-bob-execs", Action: guard.Deny, Tokens: []string{"bob"},
+			Operations: []string{"session_exec"}, Languages: []string{"command"}}},
 		Budgets: []guard.Budget{{Name: "two", Tokens: []string{"alice"}, Window: time.Hour, Executions: 3}},
 	})
 	if err != nil {
@@ -497,5 +507,68 @@ func TestE2BStdinStreamsToTheProcess(t *testing.T) {
 	}
 	if got.String() != "one two\n" || end == nil || !end.Exited || end.ExitCode != 0 {
 		t.Fatalf("cat read %q and ended %+v (%v)", got.String(), end, out.Err())
+	}
+}
+
+func TestE2BInputToAProcessThatDoesNotReadIsBounded(t *testing.T) {
+	// (Through the agent, stdin is queued in the sandbox, within its own
+	// bound; the pipe here stands for a process that reads nothing.)
+	pr, pw := io.Pipe()
+	p := &e2bProc{pid: 1, stdin: pw, followers: map[*e2bFollower]bool{}}
+	input := func(timeout time.Duration) error {
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		return p.input(ctx, e2b.ProcessInput{Stdin: []byte("data")})
+	}
+	if err := input(100 * time.Millisecond); connect.CodeOf(err) != connect.CodeDeadlineExceeded {
+		t.Fatalf("input nobody reads: %v, want deadline_exceeded", err)
+	}
+	if err := input(time.Second); connect.CodeOf(err) != connect.CodeResourceExhausted {
+		t.Fatalf("a second input while the first waits: %v, want resource_exhausted", err)
+	}
+	buf := make([]byte, 4)
+	if _, err := io.ReadFull(pr, buf); err != nil || string(buf) != "data" {
+		t.Fatalf("the waiting input: %q %v", buf, err)
+	}
+	go io.Copy(io.Discard, pr)
+	for !p.writing.TryLock() { // the first write's goroutine lets go
+		time.Sleep(time.Millisecond)
+	}
+	p.writing.Unlock()
+	if err := input(5 * time.Second); err != nil {
+		t.Fatalf("input once the first was read: %v", err)
+	}
+	pw.Close()
+}
+
+func TestE2BWatchesAreBounded(t *testing.T) {
+	en := e2bEnv(t, setup{})
+	sb := e2bCreate(t, en, "alice-secret", map[string]any{"timeout": 60})
+	ctx := context.Background()
+	header := func(h http.Header) {
+		h.Set(e2b.HeaderSandboxID, sb.SandboxID)
+		h.Set(e2b.HeaderSandboxPort, e2b.PortEnvd)
+		h.Set(e2b.HeaderAccessToken, sb.EnvdAccessToken)
+	}
+	// Watches: e2bMaxWatches per sandbox, then refused.
+	watch := connect.NewClient[e2b.WatchDirRequest, e2b.WatchDirResponse](en.http.Client(), en.http.URL+"/e2b"+e2b.FilesystemWatch, connect.WithCodec(e2b.Codec))
+	open := func() (*connect.ServerStreamForClient[e2b.WatchDirResponse], error) {
+		r := connect.NewRequest(&e2b.WatchDirRequest{Path: "/work"})
+		header(r.Header())
+		s, err := watch.CallServerStream(ctx, r)
+		if err == nil && !s.Receive() {
+			err = s.Err()
+		}
+		return s, err
+	}
+	for i := range e2bMaxWatches {
+		s, err := open()
+		if err != nil {
+			t.Fatalf("watch %d: %v", i+1, err)
+		}
+		defer s.Close()
+	}
+	if _, err := open(); connect.CodeOf(err) != connect.CodeResourceExhausted {
+		t.Fatalf("watch %d: %v, want resource_exhausted", e2bMaxWatches+1, err)
 	}
 }

@@ -96,6 +96,7 @@ func (x *execution) fail(w http.ResponseWriter, err error) {
 	}
 	x.end()
 	if x.refused != nil {
+		redactProblem(p)
 		*x.refused = p
 		return
 	}
