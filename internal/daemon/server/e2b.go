@@ -19,6 +19,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	v1 "github.com/execbox/execbox/api/v1"
@@ -73,8 +74,9 @@ type e2bSandbox struct {
 
 // e2bSandboxes are the open E2B sandboxes, by id.
 type e2bSandboxes struct {
-	mu sync.Mutex
-	m  map[string]*e2bSandbox
+	mu      sync.Mutex
+	m       map[string]*e2bSandbox
+	watches atomic.Int64 // WatchDir streams open, every sandbox's
 }
 
 func newE2BSandboxes() *e2bSandboxes { return &e2bSandboxes{m: map[string]*e2bSandbox{}} }

@@ -30,8 +30,11 @@ const (
 	e2bMaxDepth = 32
 	// e2bWatchEvery is how often a watch looks for changes.
 	e2bWatchEvery = 200 * time.Millisecond
-	// e2bMaxWatches bounds the watches one sandbox has open.
-	e2bMaxWatches = 8
+	// e2bMaxWatches bounds the watches one sandbox has open, and
+	// e2bMaxWatchesAll those of every sandbox together: each lists its
+	// directory every e2bWatchEvery.
+	e2bMaxWatchesAll = 64
+	e2bMaxWatches    = 8
 )
 
 // e2bFiles is the call's session's file operations, within the token's
@@ -212,9 +215,15 @@ func (s *Server) e2bWatch(ctx context.Context, req *e2b.WatchDirRequest, stream 
 		c.sb.mu.Unlock()
 		return connect.NewError(connect.CodeResourceExhausted, fmt.Errorf("the sandbox has %d watches open, the most it may", e2bMaxWatches))
 	}
+	if s.e2b.watches.Add(1) > e2bMaxWatchesAll {
+		s.e2b.watches.Add(-1)
+		c.sb.mu.Unlock()
+		return connect.NewError(connect.CodeResourceExhausted, fmt.Errorf("the server has %d watches open, the most it keeps; try again later", e2bMaxWatchesAll))
+	}
 	c.sb.watches++
 	c.sb.mu.Unlock()
 	defer func() {
+		s.e2b.watches.Add(-1)
 		c.sb.mu.Lock()
 		c.sb.watches--
 		c.sb.mu.Unlock()

@@ -543,32 +543,51 @@ func TestE2BInputToAProcessThatDoesNotReadIsBounded(t *testing.T) {
 
 func TestE2BWatchesAreBounded(t *testing.T) {
 	en := e2bEnv(t, setup{})
-	sb := e2bCreate(t, en, "alice-secret", map[string]any{"timeout": 60})
 	ctx := context.Background()
-	header := func(h http.Header) {
-		h.Set(e2b.HeaderSandboxID, sb.SandboxID)
-		h.Set(e2b.HeaderSandboxPort, e2b.PortEnvd)
-		h.Set(e2b.HeaderAccessToken, sb.EnvdAccessToken)
-	}
-	// Watches: e2bMaxWatches per sandbox, then refused.
 	watch := connect.NewClient[e2b.WatchDirRequest, e2b.WatchDirResponse](en.http.Client(), en.http.URL+"/e2b"+e2b.FilesystemWatch, connect.WithCodec(e2b.Codec))
-	open := func() (*connect.ServerStreamForClient[e2b.WatchDirResponse], error) {
+	open := func(sb e2b.Sandbox) (*connect.ServerStreamForClient[e2b.WatchDirResponse], error) {
 		r := connect.NewRequest(&e2b.WatchDirRequest{Path: "/work"})
-		header(r.Header())
+		r.Header().Set(e2b.HeaderSandboxID, sb.SandboxID)
+		r.Header().Set(e2b.HeaderSandboxPort, e2b.PortEnvd)
+		r.Header().Set(e2b.HeaderAccessToken, sb.EnvdAccessToken)
 		s, err := watch.CallServerStream(ctx, r)
 		if err == nil && !s.Receive() {
 			err = s.Err()
 		}
 		return s, err
 	}
-	for i := range e2bMaxWatches {
-		s, err := open()
-		if err != nil {
-			t.Fatalf("watch %d: %v", i+1, err)
+	// e2bMaxWatches per sandbox, then refused; e2bMaxWatchesAll on the
+	// server, then refused until one ends.
+	var last *connect.ServerStreamForClient[e2b.WatchDirResponse]
+	for n := 0; n < e2bMaxWatchesAll; {
+		sb := e2bCreate(t, en, "alice-secret", map[string]any{"timeout": 60})
+		for range e2bMaxWatches {
+			s, err := open(sb)
+			if err != nil {
+				t.Fatalf("watch %d: %v", n+1, err)
+			}
+			defer s.Close()
+			last, n = s, n+1
 		}
-		defer s.Close()
+		if _, err := open(sb); connect.CodeOf(err) != connect.CodeResourceExhausted || !strings.Contains(err.Error(), "the sandbox") {
+			t.Fatalf("watch %d of one sandbox: %v, want resource_exhausted", e2bMaxWatches+1, err)
+		}
 	}
-	if _, err := open(); connect.CodeOf(err) != connect.CodeResourceExhausted {
-		t.Fatalf("watch %d: %v, want resource_exhausted", e2bMaxWatches+1, err)
+	bobs := e2bCreate(t, en, "bob-secret", map[string]any{"timeout": 60})
+	if _, err := open(bobs); connect.CodeOf(err) != connect.CodeResourceExhausted || !strings.Contains(err.Error(), "the server") {
+		t.Fatalf("watch %d of the server: %v, want resource_exhausted", e2bMaxWatchesAll+1, err)
+	}
+	last.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		s, err := open(bobs)
+		if err == nil {
+			s.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a watch after one ended: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
