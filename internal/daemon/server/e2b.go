@@ -240,6 +240,9 @@ func (w *e2bErrors) Write(p []byte) (int, error) {
 
 func (w *e2bErrors) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
+// Flush passes on: Connect's streams flush each message.
+func (w *e2bErrors) Flush() { http.NewResponseController(w.ResponseWriter).Flush() }
+
 func (w *e2bErrors) finish() {
 	if w.status == 0 {
 		return

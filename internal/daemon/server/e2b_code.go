@@ -108,11 +108,7 @@ func (s *Server) e2bExecute(w http.ResponseWriter, r *http.Request) {
 		refuse()
 		return
 	}
-	sess, err := c.session(s)
-	if err != nil {
-		fail(err)
-		return
-	}
+	sess := c.sess
 	x.entry.Session = sess.ID()
 	var req e2b.Execute
 	if err := s.e2bDecodeLimit(w, r, &req, s.opts.MaxBody); err != nil {
@@ -126,6 +122,7 @@ func (s *Server) e2bExecute(w http.ResponseWriter, r *http.Request) {
 	}
 	lang := ""
 	if req.ContextID == "" {
+		var err error
 		if lang, err = e2bLanguage(req.Language); err != nil {
 			fail(err)
 			return
@@ -283,25 +280,20 @@ func e2bWireContext(c engine.ContextInfo) e2b.Context {
 	return e2b.Context{ID: c.ID, Language: c.Language, Cwd: e2bWorkDir}
 }
 
-// e2bContextCall admits a context call and finds the session, or answers
-// why not.
+// e2bContextCall admits a context call and answers its session, or
+// answers why not.
 func (s *Server) e2bContextCall(w http.ResponseWriter, r *http.Request) (*engine.Session, func(), bool) {
 	release, err := admitted(r)
-	if err == nil {
-		var sess *engine.Session
-		if sess, err = e2bCallOf(r.Context()).session(s); err == nil {
-			return sess, release, true
-		}
+	if err != nil {
+		writeProblem(w, r, problemOf(r, err))
+		return nil, release, false
 	}
-	writeProblem(w, r, problemOf(r, err))
-	return nil, release, false
+	return e2bCallOf(r.Context()).sess, release, true
 }
 
 // e2bContexts is GET /contexts.
 func (s *Server) e2bContexts(w http.ResponseWriter, r *http.Request) {
-	ew := &e2bErrors{ResponseWriter: w}
-	defer ew.finish()
-	sess, release, ok := s.e2bContextCall(ew, r)
+	sess, release, ok := s.e2bContextCall(w, r)
 	defer release()
 	if !ok {
 		return
@@ -316,22 +308,16 @@ func (s *Server) e2bContexts(w http.ResponseWriter, r *http.Request) {
 // e2bNewContext is POST /contexts: a context of the language, in the
 // work dir.
 func (s *Server) e2bNewContext(w http.ResponseWriter, r *http.Request) {
-	ew := &e2bErrors{ResponseWriter: w}
-	defer ew.finish()
 	x := s.begin(r, v1.OpSessionCode)
 	defer x.end()
-	if !x.admit(ew) {
+	if !x.admit(w) {
 		return
 	}
-	sess, err := e2bCallOf(r.Context()).session(s)
-	if err != nil {
-		x.fail(ew, err)
-		return
-	}
+	sess := e2bCallOf(r.Context()).sess
 	x.entry.Session = sess.ID()
 	var req e2b.NewContext
 	if err := s.e2bDecode(w, r, &req); err != nil {
-		x.fail(ew, err)
+		x.fail(w, err)
 		return
 	}
 	lang, err := e2bLanguage(req.Language)
@@ -342,16 +328,16 @@ func (s *Server) e2bNewContext(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if err != nil {
-		x.fail(ew, err)
+		x.fail(w, err)
 		return
 	}
 	info := sess.Info()
-	if !x.check(ew, guard.Call{Language: lang, Backend: info.Backend}, nil) {
+	if !x.check(w, guard.Call{Language: lang, Backend: info.Backend}, nil) {
 		return
 	}
 	c, err := sess.CreateContext(r.Context(), lang)
 	if err != nil {
-		x.fail(ew, err)
+		x.fail(w, err)
 		return
 	}
 	x.entry.Backend, x.entry.Isolation, x.entry.Reason = info.Backend, info.Isolation.String(), "created"
@@ -361,15 +347,13 @@ func (s *Server) e2bNewContext(w http.ResponseWriter, r *http.Request) {
 
 // e2bRestartContext is POST /contexts/{id}/restart: its state is gone.
 func (s *Server) e2bRestartContext(w http.ResponseWriter, r *http.Request) {
-	ew := &e2bErrors{ResponseWriter: w}
-	defer ew.finish()
-	sess, release, ok := s.e2bContextCall(ew, r)
+	sess, release, ok := s.e2bContextCall(w, r)
 	defer release()
 	if !ok {
 		return
 	}
 	if _, err := sess.ResetContext(r.Context(), r.PathValue("id")); err != nil {
-		writeProblem(ew, r, problemOf(r, err))
+		writeProblem(w, r, problemOf(r, err))
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -377,15 +361,13 @@ func (s *Server) e2bRestartContext(w http.ResponseWriter, r *http.Request) {
 
 // e2bRemoveContext is DELETE /contexts/{id}.
 func (s *Server) e2bRemoveContext(w http.ResponseWriter, r *http.Request) {
-	ew := &e2bErrors{ResponseWriter: w}
-	defer ew.finish()
-	sess, release, ok := s.e2bContextCall(ew, r)
+	sess, release, ok := s.e2bContextCall(w, r)
 	defer release()
 	if !ok {
 		return
 	}
 	if err := sess.DeleteContext(r.PathValue("id")); err != nil {
-		writeProblem(ew, r, problemOf(r, err))
+		writeProblem(w, r, problemOf(r, err))
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)

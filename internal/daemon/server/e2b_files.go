@@ -45,11 +45,7 @@ func (s *Server) e2bFiles(ctx context.Context) (sandbox.Files, func(), error) {
 	if err != nil {
 		return nil, release, err
 	}
-	sess, err := c.session(s)
-	if err != nil {
-		return nil, release, err
-	}
-	f, err := sess.Files()
+	f, err := c.sess.Files()
 	return f, release, err
 }
 
@@ -299,11 +295,9 @@ func (s *Server) e2bWatch(ctx context.Context, req *e2b.WatchDirRequest, stream 
 
 // e2bDownload is GET /files?path=: the file's bytes.
 func (s *Server) e2bDownload(w http.ResponseWriter, r *http.Request) {
-	ew := &e2bErrors{ResponseWriter: w}
-	defer ew.finish()
 	p, err := e2bPath(r.URL.Query().Get("path"))
 	if err != nil {
-		writeProblem(ew, r, problemOf(r, err))
+		writeProblem(w, r, problemOf(r, err))
 		return
 	}
 	f, release, err := s.e2bFiles(r.Context())
@@ -315,45 +309,34 @@ func (s *Server) e2bDownload(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if err != nil {
-		writeProblem(ew, r, problemOf(r, err))
+		writeProblem(w, r, problemOf(r, err))
 		return
 	}
-	sess, _ := e2bCallOf(r.Context()).session(s)
-	var max int64 = sandbox.MaxBytes
-	if sess != nil {
-		max = sess.Info().Limits.WorkSize
-	}
 	w.Header().Set("Content-Type", "application/octet-stream")
-	f.GetFile(r.Context(), p, w, max) // a failure after the first byte can only cut the body
+	f.GetFile(r.Context(), p, w, e2bCallOf(r.Context()).sess.Info().Limits.WorkSize) // a failure after the first byte can only cut the body
 }
 
 // e2bUpload is POST /files: a multipart body's files, each at the path
 // query's path when one is given, else at its filename's.
 func (s *Server) e2bUpload(w http.ResponseWriter, r *http.Request) {
-	ew := &e2bErrors{ResponseWriter: w}
-	defer ew.finish()
 	c := e2bCallOf(r.Context())
 	x := s.begin(r, v1.OpSessionUpload)
 	defer x.end()
 	release, err := admitted(r)
 	defer release()
 	if err != nil {
-		x.fail(ew, err)
+		x.fail(w, err)
 		return
 	}
-	sess, err := c.session(s)
-	if err != nil {
-		x.fail(ew, err)
-		return
-	}
+	sess := c.sess
 	f, err := sess.Files()
 	if err != nil {
-		x.fail(ew, err)
+		x.fail(w, err)
 		return
 	}
 	x.uploadTo(sess)
 	at := r.URL.Query().Get("path")
-	files, ok := s.receive(ew, r, x, sess, f, func(name string) (string, error) {
+	files, ok := s.receive(w, r, x, sess, f, func(name string) (string, error) {
 		return e2bPath(cmp.Or(at, name))
 	})
 	if !ok {

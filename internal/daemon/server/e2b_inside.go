@@ -32,9 +32,10 @@ const e2bKeepalive = 30 * time.Second
 // e2bCall is an in-sandbox request's sandbox, request and writer, for
 // the Connect procedures, which see only a context.
 type e2bCall struct {
-	sb *e2bSandbox
-	r  *http.Request
-	rc *http.ResponseController
+	sb   *e2bSandbox
+	sess *engine.Session // open when the call came in
+	r    *http.Request
+	rc   *http.ResponseController
 }
 
 type e2bCallKey struct{}
@@ -42,15 +43,6 @@ type e2bCallKey struct{}
 func e2bCallOf(ctx context.Context) *e2bCall {
 	c, _ := ctx.Value(e2bCallKey{}).(*e2bCall)
 	return c
-}
-
-// session is the call's session, still open, as its owner sees it.
-func (c *e2bCall) session(s *Server) (*engine.Session, error) {
-	sess, err := s.opts.Engine.Session(c.sb.owner, c.sb.id)
-	if err != nil {
-		return nil, sandbox.Errorf(sandbox.ErrNotFound, "sandbox_not_found", "sandbox %s is closed", c.sb.id)
-	}
-	return sess, nil
 }
 
 // extend moves the answer's write deadline on: a stream lives as long as
@@ -105,17 +97,17 @@ func (s *Server) e2bSandboxCall(w http.ResponseWriter, r *http.Request, ports ma
 	id := r.Header.Get(e2b.HeaderSandboxID)
 	info := infoOf(r.Context())
 	info.attrs = append(info.attrs, sessionAttr(id))
-	sb, ok := s.e2b.get(id)
 	tok := r.Header.Get(e2b.HeaderAccessToken)
 	if tok == "" {
 		tok = r.Header.Get(e2b.HeaderTrafficToken)
 	}
+	sb, ok := s.e2b.get(id)
+	var sess *engine.Session
 	if ok && sb.tokenIs(tok) {
-		// Closed a moment ago, not yet forgotten: gone all the same.
-		_, err := s.opts.Engine.Session(sb.owner, sb.id)
-		ok = err == nil
+		// nil when closed a moment ago and not yet forgotten: gone all the same.
+		sess, _ = s.opts.Engine.Session(sb.owner, sb.id)
 	}
-	if !ok || !sb.tokenIs(tok) {
+	if sess == nil {
 		s.metrics.AuthFailed("sandbox_not_found")
 		writeE2BError(w, http.StatusBadGateway, "sandbox %s not found (or the access token is not its)", id)
 		return
@@ -132,10 +124,19 @@ func (s *Server) e2bSandboxCall(w http.ResponseWriter, r *http.Request, ports ma
 		return
 	}
 	defer s.serving(r)()
-	r = r.WithContext(context.WithValue(r.Context(), e2bCallKey{}, &e2bCall{sb: sb, r: r, rc: http.NewResponseController(w)}))
+	if r.URL.Path != e2bPrefix+e2b.ProcessStream {
+		// Bodies come at the minimum rate, as the API's do; an input
+		// stream is slow and quiet by nature (bounded per message).
+		defer paced(w, r).done()
+	}
+	r = r.WithContext(context.WithValue(r.Context(), e2bCallKey{}, &e2bCall{sb: sb, sess: sess, r: r, rc: http.NewResponseController(w)}))
 	r.URL.Path = strings.TrimPrefix(r.URL.Path, e2bPrefix)
 	r.URL.RawPath = ""
-	h.ServeHTTP(w, r)
+	// The plain HTTP answers (files, the code interpreter) refuse in the
+	// shape the SDKs read; Connect's answer in their own.
+	ew := &e2bErrors{ResponseWriter: w}
+	h.ServeHTTP(ew, r)
+	ew.finish()
 }
 
 // e2bErr is err as a Connect error: the problem's detail and code.

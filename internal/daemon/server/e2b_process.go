@@ -215,9 +215,9 @@ func (sb *e2bSandbox) remove(p *e2bProc) {
 	delete(sb.procs, p.pid)
 }
 
-// e2bBegin starts an in-sandbox execution: the token's limits and the
-// caller's open session; a refusal comes back as a Connect error (and
-// x.refused holds its problem).
+// e2bBegin starts an in-sandbox execution: the token's limits, then the
+// call's session; a refusal comes back as a Connect error (and x.refused
+// holds its problem).
 func (s *Server) e2bBegin(ctx context.Context, op v1.Operation) (*execution, *e2bCall, *engine.Session, error) {
 	c := e2bCallOf(ctx)
 	x := s.begin(c.r, op)
@@ -226,13 +226,8 @@ func (s *Server) e2bBegin(ctx context.Context, op v1.Operation) (*execution, *e2
 	if !x.admit(nil) {
 		return x, c, nil, e2bErr(refused)
 	}
-	sess, err := c.session(s)
-	if err != nil {
-		x.fail(nil, err)
-		return x, c, nil, e2bErr(refused)
-	}
-	x.entry.Session = sess.ID()
-	return x, c, sess, nil
+	x.entry.Session = c.sb.id
+	return x, c, c.sess, nil
 }
 
 // e2bStart is process.Process/Start: the start event, then the process's

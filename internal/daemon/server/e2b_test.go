@@ -591,3 +591,43 @@ func TestE2BWatchesAreBounded(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+func TestE2BSlowBodiesAreCut(t *testing.T) {
+	en := e2bEnv(t, setup{options: func(o *Options) { o.BodyTimeout = time.Second }})
+	sb := e2bCreate(t, en, "alice-secret", map[string]any{"timeout": 60})
+	call := func(every time.Duration) (int, time.Duration) {
+		pr, pw := io.Pipe()
+		wrote := make(chan struct{})
+		defer func() { pr.Close(); <-wrote }()
+		go func() {
+			defer close(wrote)
+			defer pw.Close()
+			for _, b := range []byte(`{"path":"/work"}`) {
+				time.Sleep(every)
+				if _, err := pw.Write([]byte{b}); err != nil {
+					return
+				}
+			}
+		}()
+		req, _ := http.NewRequest("POST", en.http.URL+"/e2b"+e2b.FilesystemStat, pr)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set(e2b.HeaderSandboxID, sb.SandboxID)
+		req.Header.Set(e2b.HeaderSandboxPort, e2b.PortEnvd)
+		req.Header.Set(e2b.HeaderAccessToken, sb.EnvdAccessToken)
+		start := time.Now()
+		resp, err := en.http.Client().Do(req)
+		if err != nil {
+			return 0, time.Since(start)
+		}
+		resp.Body.Close()
+		return resp.StatusCode, time.Since(start)
+	}
+	// 16 bytes in ~0.3 s: in time. 16 bytes at one every 0.5 s: cut near
+	// the one-second window, long before the 8 s it would take.
+	if status, _ := call(20 * time.Millisecond); status != http.StatusOK {
+		t.Fatalf("a body in time: %d", status)
+	}
+	if status, took := call(500 * time.Millisecond); status == http.StatusOK || took > 4*time.Second {
+		t.Fatalf("a body at 2 bytes/s: %d after %s, want cut within a few seconds", status, took)
+	}
+}
