@@ -230,14 +230,9 @@ func (b *Backend) start(ctx context.Context, spec sandbox.Spec, id string) (_ *p
 		p.conn.stdoutW.CloseWithError(errors.Join(err, io.EOF))
 		p.stream <- err
 	}()
-	// The attach delivers only what the agent writes after it began: the
-	// agent says hello once it has heard from the host.
 	hello := time.AfterFunc(time.Until(deadlineOf(ctx)), func() { p.conn.Close() })
 	defer hello.Stop()
-	if _, err := p.conn.Write([]byte(guest.HostHello)); err != nil {
-		return nil, sandbox.Errorf(sandbox.ErrUnavailable, "pod_failed", "Pod %s: the attach failed: %v", p.name, p.attachErr(err))
-	}
-	p.client, err = guest.Dial(p.conn)
+	p.client, err = guest.Attach(p.conn)
 	if err != nil {
 		return nil, sandbox.Errorf(sandbox.ErrUnavailable, "pod_failed", "Pod %s: %v", p.name, p.attachErr(err))
 	}

@@ -42,7 +42,7 @@ func Main(newBackend func(sandbox.Settings) (sandbox.Backend, error)) {
 		fmt.Fprintln(os.Stderr, "execbox-guest: boot:", err)
 		powerOff()
 	}
-	if err := serve(portConn{port}, newBackend, workRoot); err != nil {
+	if err := serve(portConn{port}, sayHello, newBackend, workRoot); err != nil {
 		fmt.Fprintln(os.Stderr, "execbox-guest:", err)
 	}
 	powerOff()
@@ -53,30 +53,18 @@ func Main(newBackend func(sandbox.Settings) (sandbox.Backend, error)) {
 // sandbox's work root is workRoot. It returns when the host hangs up, the
 // sandbox closed.
 func ServeStdio(newBackend func(sandbox.Settings) (sandbox.Backend, error), workRoot string) error {
-	// Byte by byte: nothing after the line may be taken from HTTP/2.
-	var line []byte
-	b := make([]byte, 1)
-	for len(line) < len(HostHello) && (len(line) == 0 || line[len(line)-1] != '\n') {
-		if _, err := os.Stdin.Read(b); err != nil {
-			return fmt.Errorf("waiting for the host: %w", err)
-		}
-		line = append(line, b[0])
-	}
-	if string(line) != HostHello {
-		return fmt.Errorf("the host said %q, not hello", line)
-	}
-	return serve(stdioConn{}, newBackend, workRoot)
+	return serve(stdioConn{}, greet, newBackend, workRoot)
 }
 
-// serve says hello on conn and serves one sandbox made with newBackend
-// until the host hangs up; then it closes the sandbox.
-func serve(conn net.Conn, newBackend func(sandbox.Settings) (sandbox.Backend, error), root string) error {
+// serve greets the host on conn with hello and serves one sandbox made
+// with newBackend until the host hangs up; then it closes the sandbox.
+func serve(conn net.Conn, hello func(net.Conn) error, newBackend func(sandbox.Settings) (sandbox.Backend, error), root string) error {
 	b, err := newBackend(sandbox.Settings{WorkRoot: root})
 	if err != nil {
 		return fmt.Errorf("backend: %w", err)
 	}
 	a := &agent{b: b}
-	if _, err := conn.Write([]byte(Hello)); err != nil {
+	if err := hello(conn); err != nil {
 		return fmt.Errorf("hello: %w", err)
 	}
 	srv := &http2.Server{MaxConcurrentStreams: 64}
@@ -88,6 +76,14 @@ func serve(conn net.Conn, newBackend func(sandbox.Settings) (sandbox.Backend, er
 		cancel()
 	}
 	return nil
+}
+
+// sayHello is the agent's greeting on a VM's port: the host reads Hello
+// before it writes (a virtio-serial port drops what arrives while the
+// guest has it closed).
+func sayHello(conn net.Conn) error {
+	_, err := io.WriteString(conn, Hello)
+	return err
 }
 
 func powerOff() {

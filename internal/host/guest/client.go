@@ -37,6 +37,11 @@ func Dial(conn net.Conn) (*Client, error) {
 	if string(hello) != Hello {
 		return nil, fmt.Errorf("the guest agent said %q, not hello", hello)
 	}
+	return newClient(conn)
+}
+
+// newClient starts HTTP/2 over conn, past the greeting.
+func newClient(conn net.Conn) (*Client, error) {
 	tr := &http2.Transport{MaxReadFrameSize: 1 << 20, MaxHeaderListSize: 64 << 10}
 	cc, err := tr.NewClientConn(conn)
 	if err != nil {

@@ -16,11 +16,6 @@ import (
 // while the guest has it closed.
 const Hello = "execbox-guest ready\n"
 
-// HostHello is what the host writes first to an agent behind an attach
-// (the kubernetes backend's Pod), which delivers only what the agent
-// writes after it began: the agent answers it with Hello.
-const HostHello = "execbox-host\n"
-
 // PortName is the virtio-serial port's name (virtserialport,name=…).
 const PortName = "execbox"
 
