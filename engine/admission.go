@@ -478,8 +478,21 @@ func (t *Ticket) Run(ctx context.Context, sel sandbox.Selection, p *sandbox.Proc
 // its maximum, an invalid spec are refused. sources says where each limit
 // came from.
 func (e *Engine) checkSpec(spec sandbox.Spec) (sandbox.Spec, map[string]string, error) {
-	if err := e.checkImage(spec.Image); err != nil {
-		return spec, nil, err
+	spec.Root = nil // the engine's to set
+	if spec.Image != "" && e.opts.Roots != nil {
+		root, err := e.opts.Roots(spec.Image)
+		switch {
+		case err == nil:
+			spec.Root = root
+			spec.Env = imageEnv(root.Env, spec.Env)
+		case sandbox.KindOf(err) != sandbox.ErrNotFound:
+			return spec, nil, err
+		}
+	}
+	if spec.Root == nil {
+		if err := e.checkImage(spec.Image); err != nil {
+			return spec, nil, err
+		}
 	}
 	// The request as given: filled from the (valid) defaults and merged
 	// with the configured policy (environment names, the user), it stays
@@ -496,9 +509,32 @@ func (e *Engine) checkSpec(spec sandbox.Spec) (sandbox.Spec, map[string]string, 
 	return spec, sources, nil
 }
 
+// imageEnv is an image's variables under the call's own: a new map, the
+// call's untouched. HOME and TMPDIR stay the contract's.
+func imageEnv(image []string, call map[string]string) map[string]string {
+	out := maps.Clone(call)
+	for _, kv := range image {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "HOME" || k == "TMPDIR" {
+			continue
+		}
+		if _, set := out[k]; !set {
+			if out == nil {
+				out = map[string]string{}
+			}
+			out[k] = v
+		}
+	}
+	return out
+}
+
 // fits refuses a checked spec the selected backend b cannot make.
 func fits(b sandbox.Backend, spec sandbox.Spec) error {
-	if spec.Image != "" && !b.Capabilities().Images {
+	caps := b.Capabilities()
+	if spec.Root != nil && !caps.RootImages {
+		return errorf(sandbox.ErrInvalid, "image_unsupported", "image %q is in execbox's image store, and backend %s cannot mount those (yet); choose one that can: native, bwrap or gvisor", spec.Image, b.Name())
+	}
+	if spec.Root == nil && spec.Image != "" && !caps.Images {
 		return errorf(sandbox.ErrInvalid, "image_unsupported", "image %q: backend %s has no images (it runs on the host's files); choose a backend that has, such as docker", spec.Image, b.Name())
 	}
 	return nil

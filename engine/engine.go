@@ -93,6 +93,11 @@ type Options struct {
 	// that has images; a request naming another is refused before it runs.
 	// The backends' configured images need no listing.
 	Images []string
+	// Roots resolves an image of execbox's store (Spec.Image) into its
+	// unpacked root, or fails ErrNotFound when the store has none of that
+	// name; nil means there is no store. An image of the store needs no
+	// listing in Images: pulling it was the operator's choice.
+	Roots func(ref string) (*sandbox.RootImage, error)
 	// Configured names the settings the configuration set rather than
 	// execbox's built-in defaults: limit names ("memory", as in JSON) and
 	// "backend". A run's Result.Sources says "config" for them.

@@ -55,8 +55,12 @@ type Capabilities struct {
 	Isolation Isolation `json:"isolation"`
 	// Sessions is true when a Sandbox may run Exec more than once.
 	Sessions bool `json:"sessions"`
-	// Images is true when Spec.Image chooses the root filesystem.
+	// Images is true when Spec.Image chooses the root filesystem from the
+	// backend's own images (docker's engine).
 	Images bool `json:"images,omitempty"`
+	// RootImages is true when the backend mounts Spec.Root, an image of
+	// execbox's store, as the root filesystem.
+	RootImages bool `json:"root_images,omitempty"`
 	// Networks lists the network modes the backend supports.
 	Networks []Network `json:"networks"`
 	// Limits maps each limit to how this backend enforces it, as far as is

@@ -17,14 +17,29 @@ type Spec struct {
 	// Env sets variables for every process of the sandbox, on top of the
 	// allowlisted ones (see BuildEnv).
 	Env map[string]string `json:"env,omitempty"`
-	// Image names the root filesystem for backends that need one (docker,
-	// gvisor); empty means the backend's configured default.
+	// Image names the root filesystem: an image of execbox's store
+	// (resolved by the engine into Root) or, for docker, one of the
+	// engine's; empty means the backend's default (the host's view).
 	Image string `json:"image,omitempty"`
+	// Root is Image unpacked from the store, set by the engine: a backend
+	// whose Capabilities has RootImages mounts it, read-only, as the root.
+	Root *RootImage `json:"-"`
 	// Scope groups sandboxes that may share a reused environment (docker's
 	// reused containers); empty means no sharing.
 	Scope string `json:"scope,omitempty"`
 	// Labels are copied to backend objects (containers) and the audit log.
 	Labels map[string]string `json:"labels,omitempty"`
+}
+
+// RootImage is an unpacked image of execbox's store.
+type RootImage struct {
+	Ref    string // as the caller named it
+	Digest string // the manifest's
+	// Dir is the unpacked root on the host: never written by a sandbox
+	// (it is mounted read-only, or as an overlay's lower layer).
+	Dir string
+	// Env are the image's variables (KEY=VALUE), under the call's own.
+	Env []string
 }
 
 // Network is a network mode. The zero value is NetworkNone.

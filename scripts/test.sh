@@ -281,7 +281,11 @@ bench() {
 # software emulation its numbers are the emulator's (seconds a call, 90 s
 # of the hour); its Start benchmark below compares a boot with a warm VM.
 bench -bench '(Python|Session|Tool)/^(bare|bwrap|docker|gvisor|kubernetes|native)$' -benchtime 5x ./backend/all/
+# native-image beside native: an image of the store as the root against
+# the host's view.
 bench -bench Start -benchtime 100x ./backend/native/
+# An image's first use: pull from a registry on loopback, verify, unpack.
+bench -bench Pull -benchtime 3x ./internal/host/imagestore/
 # A microVM's start: a cold boot against a warm VM from the pool; QEMU's RSS.
 bench -bench Start -benchtime 5x ./backend/microvm/
 # A sandbox Pod's start: one started for it against a warm one.

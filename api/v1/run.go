@@ -41,9 +41,10 @@ type RunRequest struct {
 	Backend      string `json:"backend,omitempty"`
 	Tier         string `json:"tier,omitempty"`
 	MinIsolation string `json:"min_isolation,omitempty"`
-	// Image names the root filesystem on a backend that has images
-	// (docker); it must be one the configuration lists (images). Empty is
-	// the backend's configured image.
+	// Image names the root filesystem: an image of execbox's store
+	// (execbox image pull; on a backend that mounts them, native), or on
+	// docker one the configuration lists (images). Empty is the backend's
+	// default: the host's view, or docker's configured image.
 	Image string `json:"image,omitempty"`
 	// TmpExec lets programs run from /tmp, mounted noexec by default.
 	TmpExec bool `json:"tmp_exec,omitempty"`

@@ -33,6 +33,8 @@ type SessionRequest struct {
 	Backend      string `json:"backend,omitempty"`
 	Tier         string `json:"tier,omitempty"`
 	MinIsolation string `json:"min_isolation,omitempty"`
+	// Image names the session's root filesystem, as for a run.
+	Image string `json:"image,omitempty"`
 }
 
 // Build checks the request's shape and turns it into a Spec. base is the
@@ -44,6 +46,10 @@ func (r *SessionRequest) Build(base sandbox.Policy) (sandbox.Spec, error) {
 			return spec, &FieldError{Field: "files", Err: err}
 		}
 	}
+	if err := checkName(r.Image, 255, "/:@"); err != nil {
+		return spec, invalid("image", "%v", err)
+	}
+	spec.Image = r.Image
 	// The limits are the engine's to check (OpenSession), once.
 	if err := sandbox.CheckEnv(spec.Env); err != nil {
 		return spec, &FieldError{Field: "env", Err: err}

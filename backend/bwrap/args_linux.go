@@ -41,22 +41,12 @@ func (s *Sandbox) bwrapArgs(mounts []string) []string {
 		"--hostname", hostview.Hostname,
 		"--seccomp", fd(fdSeccomp), "--info-fd", fd(fdInfo), "--block-fd", fd(fdBlock),
 	)
-	// bwrap would make /etc 0700; the generated files' parents are 0755.
-	made := map[string]bool{"/": true}
-	for _, f := range v.Files {
-		if d := path.Dir(f.Path); !made[d] {
-			made[d] = true
-			a = append(a, "--perms", "0755", "--dir", d)
-		}
-	}
-	for _, b := range v.Binds {
-		a = append(a, "--ro-bind", b.Source, b.Target)
-	}
-	for _, l := range v.Symlinks {
-		a = append(a, "--symlink", l.Target, l.Path)
-	}
-	for i, f := range v.Files {
-		a = append(a, "--perms", fmt.Sprintf("%04o", f.Mode&0o777), "--file", fd(fdFiles+i), f.Path)
+	if s.root != "" {
+		// An image: its skeleton holds the mount points and generated
+		// files; read-only at the end, as the host view's root.
+		a = append(a, "--bind", s.root, "/")
+	} else {
+		a = s.hostViewArgs(a)
 	}
 	a = append(a, "--proc", "/proc")
 	// A minimal /dev instead of --dev (which brings an unbounded /dev/shm):
@@ -84,6 +74,30 @@ func (s *Sandbox) bwrapArgs(mounts []string) []string {
 		a = append(a, op, mounts[i], m.Target)
 	}
 	return append(a, "--remount-ro", "/")
+}
+
+// hostViewArgs adds the host view's root to a: the host's paths, the
+// merged-/usr links and the generated files.
+func (s *Sandbox) hostViewArgs(a []string) []string {
+	v := s.view
+	// bwrap would make /etc 0700; the generated files' parents are 0755.
+	made := map[string]bool{"/": true}
+	for _, f := range v.Files {
+		if d := path.Dir(f.Path); !made[d] {
+			made[d] = true
+			a = append(a, "--perms", "0755", "--dir", d)
+		}
+	}
+	for _, b := range v.Binds {
+		a = append(a, "--ro-bind", b.Source, b.Target)
+	}
+	for _, l := range v.Symlinks {
+		a = append(a, "--symlink", l.Target, l.Path)
+	}
+	for i, f := range v.Files {
+		a = append(a, "--perms", fmt.Sprintf("%04o", f.Mode&0o777), "--file", strconv.Itoa(fdFiles+i), f.Path)
+	}
+	return a
 }
 
 // ptyDev is where bwrap's own /dev is mounted, for its devpts.

@@ -12,6 +12,7 @@ import (
 	"github.com/execbox/execbox/backend/internal/hostbase"
 	"github.com/execbox/execbox/internal/host/cleanup"
 	"github.com/execbox/execbox/internal/host/hostview"
+	"github.com/execbox/execbox/internal/host/skeleton"
 	"github.com/execbox/execbox/sandbox"
 )
 
@@ -25,6 +26,7 @@ type Sandbox struct {
 	host   *host
 	view   *hostview.View
 	tmpDir string   // where each Exec's /tmp tmpfs is mounted
+	root   string   // an image's root skeleton (skeleton.Build), bound as bwrap's /
 	args   []string // bwrap's arguments, fd numbers included
 }
 
@@ -50,6 +52,15 @@ func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbo
 	s.tmpDir = filepath.Join(s.Dir, "tmp")
 	if err := os.Mkdir(s.tmpDir, 0o700); err != nil {
 		return nil, sandbox.Errorf(sandbox.ErrInternal, "workdir_failed", "creating the /tmp mount point: %w", err)
+	}
+	if view.Image != "" {
+		// The image under a tmpfs of the sandbox's, with the mount points
+		// and generated files made in it here, through no symlink of the
+		// image (bwrap, as root, would create them following one).
+		s.root = filepath.Join(s.Dir, "root")
+		if err := skeleton.Build(s.root, view); err != nil {
+			return nil, sandbox.Errorf(sandbox.ErrInternal, "rootfs_failed", "making the image's root: %w", err)
+		}
 	}
 	var mounts []string
 	for i, m := range view.Mounts {

@@ -146,7 +146,11 @@ func (s *Sandbox) newLaunch() (*launch, error) {
 	l.blockW = blockW
 	l.childEnds = append(l.childEnds, blockR)
 	extra := []*os.File{ctlChild, s.host.Own.exe, argsF, secF, infoW, blockR}
-	for _, f := range s.view.Files {
+	files := s.view.Files
+	if s.root != "" {
+		files = nil // in the image's skeleton already
+	}
+	for _, f := range files {
 		ff, err := memfd("file", []byte(f.Data))
 		if err != nil {
 			return nil, err

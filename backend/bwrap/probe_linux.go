@@ -60,6 +60,8 @@ func build(cfg Config, s sandbox.Settings) (sandbox.Backend, error) {
 		SandboxDir:  true,
 		CgroupPids:  func(pids int) int { return pids + helperTasks },
 		ProgramLeaf: true,
+		// An image's skeleton is an overlay mounted on the host: root only.
+		RootImages:  os.Geteuid() == 0,
 		HostNetwork: "host network (policy network=host, bwrap --share-net)",
 		Probe:       b.probe,
 		Enforcement: enforcement,

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/execbox/execbox/internal/testutil"
+	"github.com/execbox/execbox/internal/testutil/rootimage"
 	"github.com/execbox/execbox/sandbox"
 	"github.com/execbox/execbox/sandbox/sandboxtest"
 )
@@ -25,6 +26,7 @@ func TestConformance(t *testing.T) {
 	sandboxtest.Run(t, b, append([]sandboxtest.Option{
 		sandboxtest.WithWorkRoot(b.WorkRoot(), b.Host().Base),
 		sandboxtest.WithLeakRuns(leakRuns),
+		sandboxtest.WithRootImage(rootimage.Host(t)),
 		sandboxtest.Skip("gVisor keeps a FIFO made inside the sandbox in the sentry's memory, never on the host, "+
 			"so the artifact collector cannot see it to list it (TestFIFOStaysInside shows nothing blocks or leaks)",
 			"symlink_artifacts/special_files"),

@@ -11,6 +11,7 @@ import (
 	"github.com/execbox/execbox/backend/internal/hostbase"
 	"github.com/execbox/execbox/internal/host/cleanup"
 	"github.com/execbox/execbox/internal/host/hostview"
+	"github.com/execbox/execbox/internal/host/skeleton"
 	"github.com/execbox/execbox/sandbox"
 )
 
@@ -62,7 +63,7 @@ func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbo
 	if err := unix.Mkfifo(s.paths.runLog(), 0o600); err != nil {
 		return nil, sandbox.Errorf(sandbox.ErrInternal, "workdir_failed", "creating runsc's log FIFO: %w", err)
 	}
-	if err := buildRoot(filepath.Join(s.Dir, "rootfs"), view); err != nil {
+	if err := skeleton.Build(filepath.Join(s.Dir, "rootfs"), view); err != nil {
 		return nil, sandbox.Errorf(sandbox.ErrInternal, "rootfs_failed", "building the sandbox root: %w", err)
 	}
 	cu.Release()

@@ -141,8 +141,9 @@
 // backend/internal/hostbase's. This package keeps its phases: gvisor.go
 // (config, registration), probe_linux.go (runsc and its platform, the
 // enforcement table, health texts), health_linux.go (the smoke checks),
-// create_linux.go and rootfs_linux.go (the bundle's directories and root
-// skeleton), bundle_linux.go (the OCI spec of one Exec), exec_linux.go
+// create_linux.go (the bundle's directories; its root skeleton is
+// internal/host/skeleton's, over an image of the store when the spec
+// names one), bundle_linux.go (the OCI spec of one Exec), exec_linux.go
 // (running, watching CPU time, killing and cleaning up after runsc),
 // runsc_linux.go (runsc's command line, errors and stderr), runlog_linux.go
 // (the run log), cgroup_linux.go (the cgroup leaves runsc makes) and

@@ -49,6 +49,7 @@ func build(cfg Config, s sandbox.Settings) (sandbox.Backend, error) {
 		SandboxDir:    true,
 		CloseEmpty:    true, // an open sandbox's runsc state is left for the next start's reconciling
 		CgroupPids:    pidsBackstop,
+		RootImages:    true,
 		HostNetwork:   "host network through the sentry (runsc --network=host, policy network=host)",
 		Probe:         b.probe,
 		Enforcement:   enforcement,

@@ -10,6 +10,7 @@ import (
 
 	"github.com/execbox/execbox/internal/host/seccomp"
 	"github.com/execbox/execbox/internal/testutil"
+	"github.com/execbox/execbox/internal/testutil/rootimage"
 	"github.com/execbox/execbox/sandbox"
 )
 
@@ -21,6 +22,9 @@ import (
 //	native       one-shot sandbox.Run (Create, Exec, Artifacts, Close) with
 //	             the standalone cmd/execbox-init
 //	native-exec  one Exec in a live sandbox, execbox-init
+//	native-image the native one-shot with an unpacked image as the root
+//	             (rootimage.Host: the host's python image) instead of the
+//	             host's view
 //	reexec       sandbox.Run with the init re-executing this binary
 //	reexec-exec  one Exec in a live sandbox, re-exec
 //	bwrap        bubblewrap with equivalent flags (every namespace, the same
@@ -51,6 +55,7 @@ func benchStart(b *testing.B, args []string) {
 	oneShot := func(nb *Backend) func() error {
 		return func() error { return testutil.Check(sandbox.Run(context.Background(), nb, sandbox.Spec{}, p)) }
 	}
+	image := sandbox.Spec{Root: &sandbox.RootImage{Ref: "host-python", Dir: rootimage.Host(b)}}
 	inSandbox := func(nb *Backend) func() error {
 		sb := testutil.Create(b, nb, sandbox.Spec{})
 		return func() error { return testutil.Check(sb.Exec(context.Background(), p)) }
@@ -63,6 +68,7 @@ func benchStart(b *testing.B, args []string) {
 		}},
 		{Name: "native", Run: oneShot(standalone)},
 		{Name: "native-exec", Run: inSandbox(standalone)},
+		{Name: "native-image", Run: func() error { return testutil.Check(sandbox.Run(context.Background(), standalone, image, p)) }},
 		{Name: "reexec", Run: oneShot(reexec)},
 		{Name: "reexec-exec", Run: inSandbox(reexec)},
 	}

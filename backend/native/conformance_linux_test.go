@@ -5,13 +5,14 @@ import (
 	"testing"
 
 	"github.com/execbox/execbox/internal/testutil"
+	"github.com/execbox/execbox/internal/testutil/rootimage"
 	"github.com/execbox/execbox/sandbox"
 	"github.com/execbox/execbox/sandbox/sandboxtest"
 )
 
 func TestConformance(t *testing.T) {
 	b := newBackend(t)
-	sandboxtest.Run(t, b, sandboxtest.WithWorkRoot(b.WorkRoot()))
+	sandboxtest.Run(t, b, sandboxtest.WithWorkRoot(b.WorkRoot()), sandboxtest.WithRootImage(rootimage.Host(t)))
 }
 
 // The checks every backend that runs programs on the host kernel in

@@ -45,6 +45,7 @@ func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbo
 // plan is the part of every init config fixed at Create: the host view
 // from internal/host/hostview in the init's terms.
 type plan struct {
+	image    string // an unpacked image as the root (hostview.View.Image)
 	binds    []nsinit.Bind
 	symlinks []nsinit.Symlink
 	files    []nsinit.File
@@ -61,7 +62,7 @@ func (b *Backend) plan(spec sandbox.Spec) (*plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	pl := &plan{rw: v.Writable, exec: v.Exec, devices: v.Devices}
+	pl := &plan{image: v.Image, rw: v.Writable, exec: v.Exec, devices: v.Devices}
 	for _, bd := range v.Binds {
 		pl.binds = append(pl.binds, initBind(bd))
 	}

@@ -129,6 +129,7 @@ func (s *Sandbox) initConfig(p *sandbox.Process) *nsinit.Config {
 		Hostname:    hostview.Hostname,
 		Root:        s.host.Own.rootDir,
 		RootSize:    1 << 20,
+		Image:       s.plan.image,
 		Binds:       s.plan.binds,
 		Files:       s.plan.files,
 		Symlinks:    s.plan.symlinks,

@@ -1,8 +1,10 @@
 package native
 
 import (
+	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -10,6 +12,7 @@ import (
 
 	"github.com/execbox/execbox/internal/host/proc"
 	"github.com/execbox/execbox/internal/testutil"
+	"github.com/execbox/execbox/internal/testutil/rootimage"
 	"github.com/execbox/execbox/sandbox"
 )
 
@@ -80,4 +83,24 @@ func initPIDs(t *testing.T) []int {
 		}
 	}
 	return out
+}
+
+// TestHostileImageWorkDir: an image whose /work is a symlink fails the
+// sandbox's start instead of mounting the work dir where the link leads
+// (the conformance suite's root_image case shows the same for the files
+// the backend generates).
+func TestHostileImageWorkDir(t *testing.T) {
+	b := newBackend(t)
+	img := rootimage.Host(t)
+	spec := sandbox.Spec{Root: &sandbox.RootImage{Ref: "hostile", Dir: img}}
+	// /usr is a directory both of the host (where the mount would follow
+	// the link before the root moves) and of the image.
+	os.RemoveAll(filepath.Join(img, "work"))
+	if err := os.Symlink("/usr", filepath.Join(img, "work")); err != nil {
+		t.Fatal(err)
+	}
+	res, err := sandbox.Run(context.Background(), b, spec, &sandbox.Process{Args: []string{"/bin/sh", "-c", "pwd"}})
+	if err != nil || res.Reason != sandbox.ReasonSandboxError || !strings.Contains(res.Message, "mount point /work") {
+		t.Fatalf("a sandbox started with /work a symlink (the work dir mounted through it): %v %+v", err, res)
+	}
 }

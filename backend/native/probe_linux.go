@@ -42,11 +42,14 @@ type facts struct {
 func build(cfg Config, s sandbox.Settings) (sandbox.Backend, error) {
 	b := &Backend{cfg: cfg}
 	b.Backend = hostbase.NewBackend(b, s, hostbase.Options[facts]{
-		Name:          Name,
-		Isolation:     sandbox.IsolationProcess,
-		TTL:           0, // probed once: nothing of this host changes under a running execbox
-		CgroupPids:    func(pids int) int { return pids + initThreads },
-		ProgramLeaf:   true,
+		Name:        Name,
+		Isolation:   sandbox.IsolationProcess,
+		TTL:         0, // probed once: nothing of this host changes under a running execbox
+		CgroupPids:  func(pids int) int { return pids + initThreads },
+		ProgramLeaf: true,
+		// Rootless, the init could mount the overlay in its user namespace
+		// too, but no test shows it yet: images are root's for now.
+		RootImages:    os.Geteuid() == 0,
 		HostNetwork:   "host network (policy network=host)",
 		Probe:         b.probe,
 		Enforcement:   enforcement,

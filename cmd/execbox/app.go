@@ -50,6 +50,7 @@ func newEngine(cfg *config.Config, more ...func(*engine.Options)) (*engine.Engin
 		Max:             cfg.MaxLimit,
 		Policy:          policy(cfg),
 		Images:          cfg.Images,
+		Roots:           storeRoots(cfg, stateDir),
 		HealthCache:     filepath.Join(stateDir, "health.json"),
 		MaxRuns:         cfg.Server.MaxRuns,
 		ReservedRuns:    cfg.Server.AdminRuns,

@@ -12,13 +12,15 @@ import (
 	"github.com/execbox/execbox/sandbox"
 )
 
-// newImageCmd is `execbox image build NAME [--offline]`: the docker
-// backend's sandbox images.
+// newImageCmd is `execbox image`: the image store (pull, import, ls,
+// inspect, rm, prune) and `build NAME [--offline]`, the docker backend's
+// sandbox images.
 func newImageCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "image",
-		Short: "Build the docker backend's sandbox images",
+		Short: "Pull, import and list images; build the docker backend's sandbox images",
 	}
+	addStoreCmds(cmd, g)
 	var offline bool
 	var tag, root string
 	build := &cobra.Command{

@@ -89,7 +89,7 @@ a limit flag given must be above zero.`,
 	fl.StringVar(&f.output, "output-limit", "", "bytes kept per output stream (e.g. 1m)")
 	fl.BoolVar(&f.oKill, "output-limit-kill", false, "end the run when an output stream passes its limit")
 	fl.StringVar(&f.network, "network", "none", "network: none or host")
-	fl.StringVar(&f.image, "image", "", "root filesystem image, on a backend that has images (docker); one the configuration lists in images")
+	fl.StringVar(&f.image, "image", "", "root filesystem image: one of execbox's store (execbox image pull; mounted by native), or for docker one the configuration lists in images")
 	fl.BoolVar(&f.tmpExec, "tmp-exec", false, "let programs run from /tmp (mounted noexec by default)")
 	fl.StringArrayVarP(&f.env, "env", "e", nil, "set an environment variable K=V (repeatable)")
 	fl.StringArrayVar(&f.files, "file", nil, "copy a host file or directory in: HOST_PATH[:SANDBOX_PATH], SANDBOX_PATH relative to or inside /work (repeatable)")

@@ -140,6 +140,7 @@ func newSessionCreateCmd(f *sessionFlags) *cobra.Command {
 	fl.StringVar(&req.Backend, "backend", "", "where it runs: a backend name (default: the server's choice)")
 	fl.StringVar(&req.Tier, "tier", "", "strict, standard or fast")
 	fl.StringVar(&req.MinIsolation, "min-isolation", "", "process, kernel or vm")
+	fl.StringVar(&req.Image, "image", "", "root filesystem: an image of the store (execbox image pull), as for run --image")
 	durationVar(fl, &ttl, "ttl", 0, "its lifetime, e.g. 90 (seconds) or 2h (default: the server's, 30m)")
 	durationVar(fl, &idle, "idle-timeout", 0, "how long it may go unused (default: the server's, 10m)")
 	fl.StringArrayVar(&labels, "label", nil, "a label key=value (repeatable)")

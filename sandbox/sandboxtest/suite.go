@@ -22,6 +22,7 @@ type config struct {
 	leakHeld  int // fds and goroutines a backend may hold by design (a pool)
 	opTimeout time.Duration
 	noNode    string // why the sandboxes have no node (WithoutNode)
+	rootImage string // an unpacked image (WithRootImage)
 }
 
 // WithSpec applies f to every Spec the suite builds, before the suite sets
@@ -158,6 +159,7 @@ func Run(t *testing.T, b sandbox.Backend, opts ...Option) {
 	s.run(t, "fs", s.testFS)
 	s.run(t, "io", s.testIO)
 	s.run(t, "devices", s.testDevices)
+	s.run(t, "root_image", s.testRootImage)
 	s.run(t, "session", s.testSession)
 	s.run(t, "agent", s.testAgent)
 	s.run(t, "leaks", s.testLeaks)

@@ -24,6 +24,7 @@ import (
 	"github.com/execbox/execbox/backend/local"
 	"github.com/execbox/execbox/backend/native"
 	"github.com/execbox/execbox/internal/testutil"
+	"github.com/execbox/execbox/internal/testutil/rootimage"
 	"github.com/execbox/execbox/sandbox"
 	"github.com/execbox/execbox/sandbox/sandboxtest"
 )
@@ -118,6 +119,7 @@ func table() []entry {
 		{"paths/symlink/atomic", "write_files_partial", `a WriteFiles refused for a symlink wrote other files anyway`},
 		{"symlink_artifacts/not_followed", "artifacts_follow", `unexpected artifact "leak"`},
 		{"symlink_artifacts/special_files", "fifo_unlisted", `the FIFO is not listed in Skipped`},
+		{"root_image", "root_image_ignored", `in a sandbox of the image: stdout`},
 		{"result/fields", "result_backend_blank", `Result.Backend = ""`},
 		{"close/idempotent", "close_twice_errors", `Close #2:`},
 		{"close/concurrent", "close_concurrent_errors", `concurrent Close #`},
@@ -206,7 +208,13 @@ func TestBroken(t *testing.T) {
 	}
 	requireSelfTest(t)
 	b := newBroken(t, knob)
-	sandboxtest.Run(t, b, sandboxtest.WithWorkRoot(b.root), sandboxtest.WithOpTimeout(30*time.Second))
+	opts := []sandboxtest.Option{sandboxtest.WithWorkRoot(b.root), sandboxtest.WithOpTimeout(30 * time.Second)}
+	// Only the runs that reach root_image pay for unpacking an image (a
+	// child runs its row's subtest alone).
+	if knob == "none" || knob == "root_image_ignored" {
+		opts = append(opts, sandboxtest.WithRootImage(rootimage.Host(t)))
+	}
+	sandboxtest.Run(t, b, opts...)
 }
 
 // TestSuiteCatchesBrokenBackends is the self-test (see the top of the file).
@@ -430,6 +438,8 @@ func (b *broken) Capabilities() sandbox.Capabilities {
 func (b *broken) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
 	l := &spec.Limits
 	switch b.knob {
+	case "root_image_ignored":
+		spec.Root = nil
 	case "pids_slack":
 		if l.Pids > 0 {
 			l.Pids += 8

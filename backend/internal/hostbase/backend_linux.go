@@ -58,6 +58,8 @@ type Options[F any] struct {
 	// HostNetwork is Enforcement["network"] of a sandbox on the host's
 	// network.
 	HostNetwork string
+	// RootImages: the backend mounts Spec.Root (Capabilities.RootImages).
+	RootImages bool
 
 	// Probe finds the backend's own facts and prepares the host, with
 	// Host.OpenCgroups and Host.OpenBase in the order it needs; its error
@@ -174,12 +176,13 @@ func (b *Backend[F]) probe() *Host[F] {
 // Capabilities describe the backend on this host.
 func (b *Backend[F]) Capabilities() sandbox.Capabilities {
 	return sandbox.Capabilities{
-		Isolation: b.opts.Isolation,
-		Sessions:  true,
-		Networks:  []sandbox.Network{sandbox.NetworkNone, sandbox.NetworkHost},
-		Limits:    maps.Clone(b.Host().Limits),
-		Weak:      b.Host().weak(),
-		WeakWhy:   b.Host().weakWhy(),
+		Isolation:  b.opts.Isolation,
+		Sessions:   true,
+		RootImages: b.opts.RootImages,
+		Networks:   []sandbox.Network{sandbox.NetworkNone, sandbox.NetworkHost},
+		Limits:     maps.Clone(b.Host().Limits),
+		Weak:       b.Host().weak(),
+		WeakWhy:    b.Host().weakWhy(),
 	}
 }
 

@@ -101,13 +101,14 @@ class Client:
     def create_session(self, *, limits: Optional[Dict[str, Any]] = None, env: Optional[Dict[str, str]] = None,
                        files: Optional[Dict[str, bytes]] = None, ttl: float = 0, idle_timeout: float = 0,
                        labels: Optional[Dict[str, str]] = None, backend: str = "", tier: str = "",
-                       min_isolation: str = "") -> "Session":
+                       min_isolation: str = "", image: str = "") -> "Session":
         """Opens a session: a sandbox that keeps its files across execs until
         it is closed, its ttl passes or it goes unused for idle_timeout
-        (seconds; 0 takes the server's, 30 min and 10 min)."""
+        (seconds; 0 takes the server's, 30 min and 10 min). image names its
+        root filesystem, as for a run."""
         body: Dict[str, Any] = {}
         for k, v in (("limits", limits), ("env", env), ("labels", labels), ("ttl", ttl), ("idle_timeout", idle_timeout),
-                     ("backend", backend), ("tier", tier), ("min_isolation", min_isolation)):
+                     ("backend", backend), ("tier", tier), ("min_isolation", min_isolation), ("image", image)):
             if v:
                 body[k] = v
         if files:

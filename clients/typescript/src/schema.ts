@@ -1054,7 +1054,7 @@ export interface components {
             tier?: "strict" | "standard" | "fast";
             /** @enum {string} */
             min_isolation?: "none" | "process" | "kernel" | "vm";
-            /** @description Root filesystem on a backend with images (docker); one of the configured `images`. */
+            /** @description Root filesystem: an image of execbox's store (`execbox image pull`; mounted by native), or on docker one of the configured `images`. */
             image?: string;
             /**
              * @description Let programs run from /tmp (noexec by default).
@@ -1289,6 +1289,8 @@ export interface components {
             tier?: "strict" | "standard" | "fast";
             /** @enum {string} */
             min_isolation?: "none" | "process" | "kernel" | "vm";
+            /** @description Root filesystem, as for a run. */
+            image?: string;
         };
         Session: {
             id: string;

@@ -55,18 +55,19 @@ type Config struct {
 	WorkRoot string `yaml:"work_root"`
 	// StateDir holds state across restarts; "" means /var/lib/execbox as
 	// root, else $XDG_STATE_HOME/execbox.
-	StateDir  string           `yaml:"state_dir"`
-	Functions FunctionsSection `yaml:"functions"`
-	Tools     ToolsSection     `yaml:"tools"`
-	Sessions  SessionsSection  `yaml:"sessions"`
-	Pools     PoolsSection     `yaml:"pools"`
-	Retries   RetriesSection   `yaml:"retries"`
-	Events    EventsSection    `yaml:"events"`
-	Server    ServerSection    `yaml:"server"`
-	Replicas  ReplicasSection  `yaml:"replicas"`
-	Auth      AuthSection      `yaml:"auth"`
-	Audit     AuditSection     `yaml:"audit"`
-	Log       LogSection       `yaml:"log"`
+	StateDir   string            `yaml:"state_dir"`
+	ImageStore ImageStoreSection `yaml:"image_store"`
+	Functions  FunctionsSection  `yaml:"functions"`
+	Tools      ToolsSection      `yaml:"tools"`
+	Sessions   SessionsSection   `yaml:"sessions"`
+	Pools      PoolsSection      `yaml:"pools"`
+	Retries    RetriesSection    `yaml:"retries"`
+	Events     EventsSection     `yaml:"events"`
+	Server     ServerSection     `yaml:"server"`
+	Replicas   ReplicasSection   `yaml:"replicas"`
+	Auth       AuthSection       `yaml:"auth"`
+	Audit      AuditSection      `yaml:"audit"`
+	Log        LogSection        `yaml:"log"`
 	// Guard decides every execution the server is asked for before it
 	// starts: rules (allow, deny or confirm by token, operation, tool,
 	// language, backend), per-token budgets and how long a confirmation
@@ -74,6 +75,13 @@ type Config struct {
 	Guard guard.Config `yaml:"guard"`
 	// Backends are the registered backends' sections, by name.
 	Backends map[string]any `yaml:"-"`
+}
+
+// ImageStoreSection configures the image store (execbox image pull,
+// import, ls, rm), in the state dir's images/.
+type ImageStoreSection struct {
+	// MaxBytes bounds the store's blobs and unpacked roots together.
+	MaxBytes int64 `yaml:"max_bytes"`
 }
 
 // FunctionsSection configures function calls.
@@ -313,6 +321,7 @@ func Default() *Config {
 		MaxLimit:       sandbox.HostMaxima(),
 		EnvAllowlist:   []string{},
 		EnvAllowPrefix: []string{},
+		ImageStore:     ImageStoreSection{MaxBytes: 10 * sandbox.GiB},
 		Functions:      FunctionsSection{Timeout: 15 * time.Second},
 		Tools:          ToolsSection{ArgsMax: tool.DefaultArgsMax, Timeout: tool.DefaultTimeout},
 		Sessions: SessionsSection{Max: 64, PerToken: 8, TTL: 30 * time.Minute, MaxTTL: 24 * time.Hour,

@@ -440,8 +440,8 @@ func TestKeysAndEnvNames(t *testing.T) {
 	if got := EnvName("nope"); got != "" {
 		t.Errorf("EnvName(nope) = %q", got)
 	}
-	if got := len(Keys()); got != 122 {
-		t.Errorf("%d keys, want the 122 of Config (limits and max_limits, the server's and auth's bounds and playground, the admission queue, uploads, sessions, replicas, pools, retries, events, guard and its approvals' shares, and docker.pool_size included)", got)
+	if got := len(Keys()); got != 123 {
+		t.Errorf("%d keys, want the 123 of Config (limits and max_limits, image_store.max_bytes, the server's and auth's bounds and playground, the admission queue, uploads, sessions, replicas, pools, retries, events, guard and its approvals' shares, and docker.pool_size included)", got)
 	}
 }
 

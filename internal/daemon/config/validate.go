@@ -93,6 +93,7 @@ func (c *Config) check() (key, msg string) {
 		{"sessions.ttl", c.Sessions.MaxTTL > 0 && c.Sessions.TTL > c.Sessions.MaxTTL, "is above sessions.max_ttl"},
 		{"sessions.idle_timeout", c.Sessions.MaxIdleTimeout > 0 && c.Sessions.IdleTimeout > c.Sessions.MaxIdleTimeout, "is above sessions.max_idle_timeout"},
 		positive("sessions.max_file_memory", c.Sessions.MaxFileMemory <= 0),
+		positive("image_store.max_bytes", c.ImageStore.MaxBytes <= 0),
 		{"sessions.max_file_memory", c.Sessions.MaxFileMemory > host, fmt.Sprintf(
 			"%s is beyond this host's memory, %s: the open sessions' files could take more than there is",
 			sandbox.FormatSize(c.Sessions.MaxFileMemory), sandbox.FormatSize(host))},

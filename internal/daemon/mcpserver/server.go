@@ -90,6 +90,11 @@ type Selection struct {
 	MinIsolation string `json:"min_isolation,omitempty" jsonschema:"the weakest isolation accepted: process, kernel or vm"`
 }
 
+// Image names a root filesystem.
+type Image struct {
+	Image string `json:"image,omitempty" jsonschema:"the root filesystem: an image of the server's store (execbox image ls); empty is the host's view"`
+}
+
 // RunCommandInput is run_command's input.
 type RunCommandInput struct {
 	Command []string          `json:"command" jsonschema:"the program and its arguments (argv, no shell)"`
@@ -97,6 +102,7 @@ type RunCommandInput struct {
 	Files   map[string]string `json:"files,omitempty" jsonschema:"files written into the work dir first: relative path to text content"`
 	Timeout float64           `json:"timeout,omitempty" jsonschema:"wall-clock limit in seconds; 0 is the server's default"`
 	Selection
+	Image
 }
 
 // RunCodeInput is run_code's input.
@@ -107,6 +113,7 @@ type RunCodeInput struct {
 	Files    map[string]string `json:"files,omitempty" jsonschema:"files written into the work dir first: relative path to text content"`
 	Timeout  float64           `json:"timeout,omitempty" jsonschema:"wall-clock limit in seconds; 0 is the server's default"`
 	Selection
+	Image
 }
 
 // RunOutput is what run_command and run_code return.
@@ -176,12 +183,12 @@ func (t *tools) client(req *mcp.CallToolRequest, out *output) (*client.Client, e
 
 func (t *tools) runCommand(ctx context.Context, req *mcp.CallToolRequest, in RunCommandInput) (*mcp.CallToolResult, RunOutput, error) {
 	return t.run(ctx, req, &v1.RunRequest{Command: in.Command, Stdin: in.Stdin, Files: files(in.Files),
-		Limits: sandbox.Limits{Wall: seconds(in.Timeout)}, Backend: in.Backend, Tier: in.Tier, MinIsolation: in.MinIsolation})
+		Limits: sandbox.Limits{Wall: seconds(in.Timeout)}, Backend: in.Backend, Tier: in.Tier, MinIsolation: in.MinIsolation, Image: in.Image.Image})
 }
 
 func (t *tools) runCode(ctx context.Context, req *mcp.CallToolRequest, in RunCodeInput) (*mcp.CallToolResult, RunOutput, error) {
 	return t.run(ctx, req, &v1.RunRequest{Code: in.Code, Language: in.Language, Stdin: in.Stdin, Files: files(in.Files),
-		Limits: sandbox.Limits{Wall: seconds(in.Timeout)}, Backend: in.Backend, Tier: in.Tier, MinIsolation: in.MinIsolation})
+		Limits: sandbox.Limits{Wall: seconds(in.Timeout)}, Backend: in.Backend, Tier: in.Tier, MinIsolation: in.MinIsolation, Image: in.Image.Image})
 }
 
 func (t *tools) run(ctx context.Context, req *mcp.CallToolRequest, r *v1.RunRequest) (*mcp.CallToolResult, RunOutput, error) {

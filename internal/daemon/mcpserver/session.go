@@ -22,6 +22,7 @@ type SessionOpenInput struct {
 	Files       map[string]string `json:"files,omitempty" jsonschema:"files written into the work dir first: relative path to text content"`
 	Labels      map[string]string `json:"labels,omitempty" jsonschema:"labels to find the session by (key to value), shown when sessions are listed"`
 	Selection
+	Image
 }
 
 // SessionOutput describes an open session.
@@ -133,7 +134,7 @@ func (t *tools) sessionOpen(ctx context.Context, req *mcp.CallToolRequest, in Se
 		return nil, SessionOutput{}, toolError(err)
 	}
 	s, err := c.CreateSession(ctx, &v1.SessionRequest{TTL: v1.Seconds(seconds(in.TTL)), IdleTimeout: v1.Seconds(seconds(in.IdleTimeout)),
-		Files: files(in.Files), Labels: in.Labels, Backend: in.Backend, Tier: in.Tier, MinIsolation: in.MinIsolation})
+		Files: files(in.Files), Labels: in.Labels, Backend: in.Backend, Tier: in.Tier, MinIsolation: in.MinIsolation, Image: in.Image.Image})
 	if err != nil {
 		return nil, SessionOutput{}, toolError(err)
 	}

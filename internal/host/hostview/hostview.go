@@ -93,6 +93,10 @@ type Options struct {
 
 // View is a sandbox's host view, checked against the host.
 type View struct {
+	// Image is an unpacked image (Spec.Root) that is the root instead of
+	// host paths: read-only, with mount points and generated files made
+	// above it, never in it. Binds and Symlinks are empty then.
+	Image string
 	// Binds are the root's host paths, read-only and exec, at the same path.
 	Binds []Bind
 	// Symlinks are host symlinks of the root list, recreated (merged /usr).
@@ -123,10 +127,18 @@ func Plan(spec sandbox.Spec, o Options) (*View, error) {
 		DevLinks: slices.Clone(DevLinks),
 	}
 	list, explicit := spec.Policy.RootFS, true
-	if len(list) == 0 {
+	switch {
+	case spec.Root != nil:
+		if len(spec.Policy.RootFS) > 0 {
+			return nil, sandbox.Errorf(sandbox.ErrInvalid, "rootfs_invalid", "rootfs lists host paths, and the image %s is the root: give one or the other", spec.Root.Ref)
+		}
+		if !filepath.IsAbs(spec.Root.Dir) || filepath.Clean(spec.Root.Dir) != spec.Root.Dir {
+			return nil, sandbox.Errorf(sandbox.ErrInvalid, "rootfs_invalid", "the image %s has no unpacked root", spec.Root.Ref)
+		}
+		v.Image, list = spec.Root.Dir, nil
+	case len(list) == 0 && len(o.RootFS) > 0:
 		list = o.RootFS
-	}
-	if len(list) == 0 {
+	case len(list) == 0:
 		list, explicit = ExpandDefault(), false
 	}
 	seen := map[string]bool{}
@@ -135,11 +147,13 @@ func Plan(spec sandbox.Spec, o Options) (*View, error) {
 			return nil, err
 		}
 	}
-	// Generated files go into /etc unless a bind already covers it.
+	// Generated files go into /etc unless a bind already covers it; an
+	// image keeps its own users and groups.
 	for _, f := range Generated {
-		if !covered(v.Binds, f.Path) {
-			v.Files = append(v.Files, f)
+		if covered(v.Binds, f.Path) || v.Image != "" && (f.Path == "/etc/passwd" || f.Path == "/etc/group") && regular(filepath.Join(v.Image, f.Path)) {
+			continue
 		}
+		v.Files = append(v.Files, f)
 	}
 	// /dev as a whole: one rule instead of one per node, and nothing can
 	// be created there anyway (it is read-only).
@@ -269,6 +283,12 @@ func checkMount(m sandbox.Mount, hidden []string) (Bind, error) {
 		}
 	}
 	return Bind{Source: src, Target: dst, Writable: m.Writable}, nil
+}
+
+// regular reports whether p is a regular file (not through a symlink).
+func regular(p string) bool {
+	st, err := os.Lstat(p)
+	return err == nil && st.Mode().IsRegular()
 }
 
 // hasSymlinkAncestor reports whether a directory above p is a symlink.

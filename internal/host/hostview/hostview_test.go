@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/execbox/execbox/sandbox"
@@ -179,4 +180,28 @@ func mustReadlink(t *testing.T, p string) string {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// TestPlanImage: an image is the root instead of host paths; it keeps its
+// own users and groups, gets the generated hosts and hostname, and
+// cannot be combined with a rootfs list.
+func TestPlanImage(t *testing.T) {
+	img := t.TempDir()
+	os.MkdirAll(filepath.Join(img, "etc"), 0o755)
+	os.WriteFile(filepath.Join(img, "etc/passwd"), []byte("app:x:1000:1000::/app:/bin/sh\n"), 0o644)
+	v, err := Plan(sandbox.Spec{Root: &sandbox.RootImage{Ref: "i", Dir: img}}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var files []string
+	for _, f := range v.Files {
+		files = append(files, f.Path)
+	}
+	if v.Image != img || len(v.Binds) != 0 || len(v.Symlinks) != 0 || strings.Join(files, " ") != "/etc/group /etc/hosts /etc/hostname" {
+		t.Fatalf("view of an image: image %q, %d binds, %d symlinks, files %v", v.Image, len(v.Binds), len(v.Symlinks), files)
+	}
+	_, err = Plan(sandbox.Spec{Root: &sandbox.RootImage{Ref: "i", Dir: img}, Policy: sandbox.Policy{RootFS: []string{"/usr"}}}, Options{})
+	if sandbox.CodeOf(err) != "rootfs_invalid" {
+		t.Fatalf("an image with a rootfs list: %v", err)
+	}
 }

@@ -48,6 +48,11 @@ type Config struct {
 	// RootSize bounds the root tmpfs (it holds only mount points and the
 	// generated files).
 	RootSize int64 `json:"root_size"`
+	// Image is an unpacked image (a host directory) that the new root
+	// shows instead of host paths: the lower layer of an overlay whose
+	// upper layer is the root tmpfs, so mount points and Files are made in
+	// the tmpfs and the image is never written.
+	Image string `json:"image,omitempty"`
 	// Binds are host paths bind-mounted into the new root, in order.
 	Binds []Bind `json:"binds"`
 	// Files are generated files (passwd, group, hosts) written into the
@@ -158,6 +163,11 @@ func (c *Config) Validate() error {
 	}
 	if !isCleanAbs(c.Dir) {
 		return fmt.Errorf("dir %q is not a clean absolute path", c.Dir)
+	}
+	// An overlay's options are a comma-separated list, and lowerdir a
+	// colon-separated one.
+	if c.Image != "" && (!isCleanAbs(c.Image) || c.Image == "/" || strings.ContainsAny(c.Image, ",:\\")) {
+		return fmt.Errorf("image %q is not a clean absolute path without , : or \\", c.Image)
 	}
 	for _, b := range append(append([]Bind(nil), c.Binds...), c.Mounts...) {
 		if !isCleanAbs(b.Source) || !isCleanAbs(b.Target) || b.Target == "/" {

@@ -28,6 +28,11 @@ func setupRoot(c *Config) error {
 		fmt.Sprintf("mode=0755,size=%d,nr_inodes=4096", size)); err != nil {
 		return fmt.Errorf("mounting the root tmpfs on %s: %w", root, err)
 	}
+	if c.Image != "" {
+		if err := overlayImage(root, c.Image); err != nil {
+			return err
+		}
+	}
 	for _, b := range c.Binds {
 		if err := bind(root, b); err != nil {
 			return err
@@ -42,7 +47,7 @@ func setupRoot(c *Config) error {
 		}
 	}
 	for _, f := range c.Files {
-		if err := writeFile(root, f); err != nil {
+		if err := writeFile(root, f, c.Image != ""); err != nil {
 			return err
 		}
 	}
@@ -70,6 +75,23 @@ func setupRoot(c *Config) error {
 		}
 	}
 	return pivot(root)
+}
+
+// overlayImage mounts an overlay of image under the root tmpfs on root:
+// what the init makes (mount points, Files) goes into the tmpfs, and the
+// root becomes read-only with the rest at pivot.
+func overlayImage(root, image string) error {
+	upper, work := root+"/.upper", root+"/.work"
+	for _, d := range []string{upper, work} {
+		if err := unix.Mkdir(d, 0o755); err != nil {
+			return fmt.Errorf("making the image overlay's %s: %w", d, err)
+		}
+	}
+	opts := "lowerdir=" + image + ",upperdir=" + upper + ",workdir=" + work
+	if err := unix.Mount("overlay", root, "overlay", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
+		return fmt.Errorf("mounting the image %s as the root: %w", image, err)
+	}
+	return nil
 }
 
 // join places p (absolute, clean) below root.
@@ -130,6 +152,11 @@ func bind(root string, b Bind) error {
 	if err != nil && !errors.Is(err, unix.EEXIST) {
 		return fmt.Errorf("creating mount point %s: %w", b.Target, err)
 	}
+	// A mount point that was there (an image's) must be what it seems: a
+	// symlink would be followed, from the host's root, by the mount.
+	if lst, err := os.Lstat(target); err != nil || lst.Mode()&os.ModeSymlink != 0 || lst.IsDir() != st.IsDir() {
+		return fmt.Errorf("mount point %s is not a %s", b.Target, map[bool]string{true: "directory", false: "regular file"}[st.IsDir()])
+	}
 	if err := unix.Mount(b.Source, target, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
 		return fmt.Errorf("bind-mounting %s on %s: %w", b.Source, b.Target, err)
 	}
@@ -161,10 +188,16 @@ func mountAt(root, p, source, fstype string, flags uintptr, data string) error {
 	return nil
 }
 
-// writeFile writes a generated file into the root.
-func writeFile(root string, f File) error {
+// writeFile writes a generated file into the root, in place of what an
+// image has there (its unlink is the overlay's: the image keeps it).
+func writeFile(root string, f File, image bool) error {
 	if err := mkParents(root, f.Path); err != nil {
 		return err
+	}
+	if image {
+		if err := unix.Unlink(join(root, f.Path)); err != nil && !errors.Is(err, unix.ENOENT) {
+			return fmt.Errorf("replacing the image's %s: %w", f.Path, err)
+		}
 	}
 	fd, err := unix.Open(join(root, f.Path), unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, f.Mode&0o777)
 	if err != nil {

@@ -1,4 +1,4 @@
-package gvisor
+package skeleton
 
 import (
 	"errors"
@@ -12,12 +12,12 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// buildRoot makes the bundle's root: a skeleton with the mount points of
-// the view's binds, its symlinks and its generated files, and directories
-// for what gVisor mounts itself. The bundle marks it read-only. Mount
-// points are never created through a symlink, so a target whose path
-// passes one is left to runsc (which makes such mount points in memory).
-func buildRoot(root string, v *hostview.View) error {
+// Build makes the skeleton at root (made here): the mount points of the
+// view's binds and extra mounts, its symlinks and generated files, and
+// directories for /proc, /sys, /dev, /tmp, /work and /etc. Mount points
+// are never created through a symlink, so a target whose path passes one
+// is left to the runtime, which resolves it inside the sandbox.
+func Build(root string, v *hostview.View) error {
 	if err := os.Mkdir(root, 0o755); err != nil {
 		return err
 	}
@@ -29,6 +29,22 @@ func buildRoot(root string, v *hostview.View) error {
 	// sandbox dir (workdir.RemoveTree).
 	if err := unix.Mount("tmpfs", root, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0755,size=4m"); err != nil {
 		return fmt.Errorf("mounting the skeleton's tmpfs: %w", err)
+	}
+	// An image is the skeleton's lower layer: what is made below goes into
+	// the tmpfs, never into the image. This runs in the host's mount
+	// namespace as root, so nothing below may follow a symlink the image
+	// holds (mkdirAll refuses them; files are replaced, not written
+	// through).
+	if v.Image != "" {
+		upper, work := root+"/.upper", root+"/.work"
+		for _, d := range []string{upper, work} {
+			if err := os.Mkdir(d, 0o755); err != nil {
+				return err
+			}
+		}
+		if err := unix.Mount("overlay", root, "overlay", unix.MS_NOSUID|unix.MS_NODEV, "lowerdir="+v.Image+",upperdir="+upper+",workdir="+work); err != nil {
+			return fmt.Errorf("mounting the image as the root: %w", err)
+		}
 	}
 	for _, d := range []string{"/proc", "/sys", "/dev", hostview.Tmp, hostview.WorkDir, "/etc"} {
 		if err := mkdirAll(root, d); err != nil {
@@ -47,7 +63,7 @@ func buildRoot(root string, v *hostview.View) error {
 		if err := mkdirAll(root, filepath.Dir(f.Path)); err != nil {
 			return err
 		}
-		if err := os.WriteFile(filepath.Join(root, f.Path), []byte(f.Data), fs.FileMode(f.Mode)); err != nil {
+		if err := writeFile(filepath.Join(root, f.Path), []byte(f.Data), fs.FileMode(f.Mode)); err != nil {
 			return fmt.Errorf("writing %s: %w", f.Path, err)
 		}
 	}
@@ -57,6 +73,21 @@ func buildRoot(root string, v *hostview.View) error {
 		}
 	}
 	return nil
+}
+
+// writeFile writes a new file at p in place of whatever is there (an
+// image's file or symlink: the overlay keeps the image's), never through a
+// symlink.
+func writeFile(p string, data []byte, mode fs.FileMode) error {
+	if err := unix.Unlink(p); err != nil && !errors.Is(err, unix.ENOENT) {
+		return err
+	}
+	f, err := os.OpenFile(p, os.O_CREATE|os.O_EXCL|os.O_WRONLY|unix.O_NOFOLLOW, mode)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	return errors.Join(err, f.Close())
 }
 
 // mountPoint makes bd's target in the skeleton: a directory for a
