@@ -447,7 +447,7 @@ func (t *Ticket) Run(ctx context.Context, sel sandbox.Selection, p *sandbox.Proc
 			return nil, a.selectFault(err)
 		}
 		a.selected(b)
-		if err := fits(b, spec); err != nil {
+		if err := t.e.fits(b, spec); err != nil {
 			return nil, err
 		}
 		if err := t.follow(ctx, b); err != nil {
@@ -485,7 +485,8 @@ func (e *Engine) checkSpec(spec sandbox.Spec) (sandbox.Spec, map[string]string, 
 		case err == nil:
 			spec.Root = root
 			spec.Env = imageEnv(root.Env, spec.Env)
-		case sandbox.KindOf(err) != sandbox.ErrNotFound:
+		case sandbox.KindOf(err) != sandbox.ErrNotFound && e.checkImage(spec.Image) != nil:
+			// A listed image goes on by name whatever the store says.
 			return spec, nil, err
 		}
 	}
@@ -528,10 +529,12 @@ func imageEnv(image []string, call map[string]string) map[string]string {
 	return out
 }
 
-// fits refuses a checked spec the selected backend b cannot make.
-func fits(b sandbox.Backend, spec sandbox.Spec) error {
+// fits refuses a checked spec the selected backend b cannot make. An
+// image both in the store and listed (images) goes to a backend of its
+// own images (docker) by name.
+func (e *Engine) fits(b sandbox.Backend, spec sandbox.Spec) error {
 	caps := b.Capabilities()
-	if spec.Root != nil && !caps.RootImages {
+	if spec.Root != nil && !caps.RootImages && !(caps.Images && e.checkImage(spec.Image) == nil) {
 		return errorf(sandbox.ErrInvalid, "image_unsupported", "image %q is in execbox's image store, and backend %s cannot mount those (yet); choose one that can: native, bwrap or gvisor", spec.Image, b.Name())
 	}
 	if spec.Root == nil && spec.Image != "" && !caps.Images {

@@ -351,7 +351,7 @@ func (e *Engine) Call(ctx context.Context, sel sandbox.Selection, spec sandbox.S
 		}
 		spec, _, err := e.checkSpec(spec)
 		if err == nil {
-			err = fits(b, spec)
+			err = e.fits(b, spec)
 		}
 		if err != nil {
 			return nil, err
@@ -375,7 +375,7 @@ func (e *Engine) Create(ctx context.Context, sel sandbox.Selection, spec sandbox
 	}
 	b, _, err := e.Select(ctx, sel)
 	if err == nil {
-		err = fits(b, spec)
+		err = e.fits(b, spec)
 	}
 	if err != nil {
 		return nil, err

@@ -18,8 +18,19 @@ func (*rootCapture) Capabilities() sandbox.Capabilities {
 
 var rootCaptured = &rootCapture{}
 
+// imageCapture is capture with images of its own (as docker's).
+type imageCapture struct{ capture }
+
+func (*imageCapture) Name() string { return "t-imgcap" }
+func (*imageCapture) Capabilities() sandbox.Capabilities {
+	return sandbox.Capabilities{Isolation: sandbox.IsolationProcess, Sessions: true, Images: true}
+}
+
+var imageCaptured = &imageCapture{}
+
 func init() {
 	sandbox.Register(sandbox.Registration{Name: "t-rootcap", New: func(sandbox.Settings) (sandbox.Backend, error) { return rootCaptured, nil }})
+	sandbox.Register(sandbox.Registration{Name: "t-imgcap", New: func(sandbox.Settings) (sandbox.Backend, error) { return imageCaptured, nil }})
 }
 
 // TestImagesOfTheStore: an image of the store reaches a backend that
@@ -33,12 +44,14 @@ func TestImagesOfTheStore(t *testing.T) {
 		switch ref {
 		case "store/img:1":
 			return &sandbox.RootImage{Ref: ref, Dir: "/store/roots/abc", Env: []string{"PATH=/img/bin", "HOME=/root", "TMPDIR=/var/tmp", "IMG=1", "CALL=image"}}, nil
-		case "broken:1":
+		case "broken:1", "broken:2":
 			return nil, sandbox.Errorf(sandbox.ErrInvalid, "image_digest_mismatch", "broken")
+		case "docker/listed:1":
+			return &sandbox.RootImage{Ref: ref, Dir: "/store/roots/def"}, nil
 		}
 		return nil, sandbox.Errorf(sandbox.ErrNotFound, "image_not_found", "no image %s", ref)
 	}
-	e, err := New(Options{Backends: []string{"t-rootcap", "t-capture"}, Backend: "t-rootcap", Roots: roots})
+	e, err := New(Options{Backends: []string{"t-rootcap", "t-capture", "t-imgcap"}, Backend: "t-rootcap", Roots: roots, Images: []string{"docker/listed:1", "broken:2"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,6 +105,15 @@ func TestImagesOfTheStore(t *testing.T) {
 		}
 		if n := len(rootCaptured.specs) + len(captured.specs) - before; n != 0 {
 			t.Errorf("%s: %d sandboxes made for refused images", way, n)
+		}
+		// An image listed for a backend of its own images goes there by
+		// name, whether the store has it too or cannot say.
+		for _, image := range []string{"docker/listed:1", "broken:2"} {
+			if err := do(sandbox.Selection{Backend: "t-imgcap"}, sandbox.Spec{Image: image}); err != nil {
+				t.Errorf("%s with the listed image %s on a backend of images: %v", way, image, err)
+			} else if got := imageCaptured.last(); got.Image != image {
+				t.Errorf("%s: the backend got image %q, want %q", way, got.Image, image)
+			}
 		}
 		// A Root the caller set is not the engine's: it never reaches a backend.
 		if err := do(sandbox.Selection{}, sandbox.Spec{Root: &sandbox.RootImage{Dir: "/etc"}}); err != nil {

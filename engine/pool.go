@@ -397,7 +397,7 @@ func (ps *pools) newPool(k poolKey, w poolWant) (*pool, error) {
 	tmpl.Limits.Wall = 0
 	spec, _, err := ps.e.checkSpec(tmpl)
 	if err == nil {
-		err = fits(w.b, spec)
+		err = ps.e.fits(w.b, spec)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("the pooled sandboxes' spec: %w", err)

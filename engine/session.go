@@ -266,7 +266,7 @@ func (e *Engine) OpenSession(ctx context.Context, owner Owner, req SessionReques
 	}
 	b, _, err := e.Select(ctx, req.Selection)
 	if err == nil {
-		err = fits(b, spec)
+		err = e.fits(b, spec)
 	}
 	if err != nil {
 		return nil, err

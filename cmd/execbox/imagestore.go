@@ -34,14 +34,23 @@ func openStore(cfg *config.Config, stateDir string) (*imagestore.Store, error) {
 }
 
 // storeRoots is engine.Options.Roots: the store opened on first use (a
-// run that names no image leaves the state dir alone).
+// run that names no image leaves the state dir alone), and again after a
+// failure.
 func storeRoots(cfg *config.Config, stateDir string) func(string) (*sandbox.RootImage, error) {
-	open := sync.OnceValues(func() (*imagestore.Store, error) { return openStore(cfg, stateDir) })
+	var mu sync.Mutex
+	var store *imagestore.Store
 	return func(ref string) (*sandbox.RootImage, error) {
-		s, err := open()
-		if err != nil {
-			return nil, err
+		mu.Lock()
+		if store == nil {
+			s, err := openStore(cfg, stateDir)
+			if err != nil {
+				mu.Unlock()
+				return nil, sandbox.Errorf(sandbox.ErrUnavailable, "image_store_unavailable", "the image store: %v", err)
+			}
+			store = s
 		}
+		s := store
+		mu.Unlock()
 		img, err := s.Root(ref)
 		if err != nil {
 			return nil, err

@@ -98,6 +98,38 @@ python3 -c 'import sys; print("python", sys.version_info[0])'`, shQuote(hostOnly
 	if !strings.HasPrefix(res.Stdout, "sandbox\n") {
 		t.Fatalf("/etc/hostname in a sandbox of the image: %q, want the generated one", res.Stdout)
 	}
+
+	// A caller's mount below the image's symlinks to a host directory (as
+	// seen from the host, and from bwrap's setup, where the host is
+	// /oldroot): whether the sandbox starts or not, nothing is made there.
+	// World-writable, as /tmp is: whatever user a runtime's setup runs as
+	// could write there.
+	hostDir := t.TempDir()
+	os.Chmod(filepath.Dir(hostDir), 0o755)
+	if err := os.Chmod(hostDir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	src := filepath.Join(t.TempDir(), "src")
+	if err := os.WriteFile(src, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for i, target := range []string{hostDir, "/oldroot" + hostDir} {
+		link := fmt.Sprintf("mnt%d", i)
+		if err := os.Symlink(target, filepath.Join(dir, link)); err != nil {
+			t.Fatal(err)
+		}
+		spec := s.spec(func(sp *sandbox.Spec) {
+			sp.Root = &sandbox.RootImage{Ref: "execbox-test/root:1", Dir: dir}
+			sp.Policy.Mounts = []sandbox.Mount{{Source: src, Target: "/" + link + "/in/f"}}
+		})
+		if sb, err := s.b.Create(s.ctx(t), spec); err == nil {
+			sb.Exec(s.ctx(t), sh("true"))
+			sb.Close(s.ctx(t))
+		}
+		if names, _ := os.ReadDir(hostDir); len(names) != 0 {
+			t.Fatalf("a mount below the image's symlink %s → %s made %v on the host", link, target, names)
+		}
+	}
 }
 
 // tree lists dir's entries with their modes and sizes.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"runtime"
@@ -38,7 +39,8 @@ func (s *Store) Pull(ctx context.Context, ref string) (Image, error) {
 	if err != nil {
 		return Image{}, err
 	}
-	desc, err := remote.Get(r, remote.WithContext(ctx), remote.WithAuthFromKeychain(s.o.Keychain), remote.WithPlatform(platform))
+	desc, err := remote.Get(r, remote.WithContext(ctx), remote.WithAuthFromKeychain(s.o.Keychain), remote.WithPlatform(platform),
+		remote.WithTransport(loopbackHTTP{remote.DefaultTransport}))
 	if err != nil {
 		return Image{}, pullErr(ref, err)
 	}
@@ -47,6 +49,22 @@ func (s *Store) Pull(ctx context.Context, ref string) (Image, error) {
 		return Image{}, pullErr(ref, err)
 	}
 	return s.add(img, r.Name(), func(err error) error { return pullErr(ref, err) })
+}
+
+// loopbackHTTP refuses plain HTTP but to this host: go-containerregistry
+// falls back to it for registries on private addresses too, where anyone
+// on the network could change an image (and read a credential) in flight.
+type loopbackHTTP struct{ next http.RoundTripper }
+
+func (t loopbackHTTP) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.URL.Scheme == "http" {
+		host := req.URL.Hostname()
+		ip := net.ParseIP(host)
+		if host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+			return nil, fmt.Errorf("plain HTTP to %s refused: only a registry on this host is spoken to without TLS", req.URL.Host)
+		}
+	}
+	return t.next.RoundTrip(req)
 }
 
 // pullErr types a registry's failure: what it does not have is not found,

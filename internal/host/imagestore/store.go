@@ -40,7 +40,7 @@ type Options struct {
 type Store struct {
 	o   Options
 	oci layout.Path
-	mu  sync.Mutex // within this process; the lock file across processes
+	mu  sync.RWMutex // within this process; the lock file across processes
 }
 
 // Image is one image of the store.
@@ -94,19 +94,29 @@ func (s *Store) roots() string { return filepath.Join(s.o.Dir, "roots") }
 // lock holds the store for a change, against this process's goroutines
 // and other processes (the CLI beside a server).
 func (s *Store) lock() (unlock func(), err error) {
-	s.mu.Lock()
+	return s.flock(unix.LOCK_EX, s.mu.Lock, s.mu.Unlock)
+}
+
+// rlock holds the store for reading: go-containerregistry rewrites
+// index.json in place, so a reader waits for a change to end.
+func (s *Store) rlock() (unlock func(), err error) {
+	return s.flock(unix.LOCK_SH, s.mu.RLock, s.mu.RUnlock)
+}
+
+func (s *Store) flock(how int, lock, unlock func()) (func(), error) {
+	lock()
 	f, err := os.OpenFile(filepath.Join(s.o.Dir, ".lock"), os.O_CREATE|os.O_RDWR, 0o600)
 	if err == nil {
-		err = unix.Flock(int(f.Fd()), unix.LOCK_EX)
+		err = unix.Flock(int(f.Fd()), how)
 	}
 	if err != nil {
 		if f != nil {
 			f.Close()
 		}
-		s.mu.Unlock()
+		unlock()
 		return nil, fmt.Errorf("locking the image store: %w", err)
 	}
-	return func() { f.Close(); s.mu.Unlock() }, nil
+	return func() { f.Close(); unlock() }, nil
 }
 
 // descriptors are the layout's images, one per reference.
@@ -124,6 +134,11 @@ func (s *Store) descriptors() ([]v1.Descriptor, error) {
 
 // List returns the store's images, one per digest, by first reference.
 func (s *Store) List() ([]Image, error) {
+	unlock, err := s.rlock()
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
 	ds, err := s.descriptors()
 	if err != nil {
 		return nil, err
@@ -150,6 +165,16 @@ func (s *Store) List() ([]Image, error) {
 // Inspect returns the image ref names: a reference as pulled, or a
 // digest (whole, or its first 12 or more hex digits).
 func (s *Store) Inspect(ref string) (Image, error) {
+	unlock, err := s.rlock()
+	if err != nil {
+		return Image{}, err
+	}
+	defer unlock()
+	return s.inspect(ref)
+}
+
+// inspect is Inspect with the store held.
+func (s *Store) inspect(ref string) (Image, error) {
 	h, err := s.find(ref)
 	if err != nil {
 		return Image{}, err
@@ -186,7 +211,7 @@ func (s *Store) Root(ref string) (Image, error) {
 	if err := s.unpack(h); err != nil {
 		return Image{}, err
 	}
-	return s.Inspect(img.Digest)
+	return s.inspect(img.Digest)
 }
 
 func notFound(ref string) error {

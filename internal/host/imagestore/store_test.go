@@ -379,3 +379,32 @@ func TestPruneRemovesWhatNoImageUses(t *testing.T) {
 		t.Fatalf("after prune: %+v %v", got, err)
 	}
 }
+
+// TestPlainHTTPOnlyToThisHost: a registry on a private address is not
+// spoken to without TLS (go-containerregistry would fall back to it), one
+// on loopback is.
+func TestPlainHTTPOnlyToThisHost(t *testing.T) {
+	var reached []string
+	next := roundTripper(func(r *http.Request) (*http.Response, error) {
+		reached = append(reached, r.URL.Host)
+		return &http.Response{StatusCode: 200, Body: io.NopCloser(strings.NewReader("")), Request: r}, nil
+	})
+	for url, ok := range map[string]bool{
+		"http://10.1.2.3:5000/v2/": false, "http://192.168.1.1/v2/": false, "http://registry.local/v2/": false,
+		"http://127.0.0.1:5000/v2/": true, "http://localhost:5000/v2/": true, "http://[::1]:5000/v2/": true,
+		"https://10.1.2.3:5000/v2/": true,
+	} {
+		req, _ := http.NewRequest("GET", url, nil)
+		_, err := loopbackHTTP{next}.RoundTrip(req)
+		if (err == nil) != ok {
+			t.Errorf("%s: %v, want allowed %v", url, err, ok)
+		}
+	}
+	if len(reached) != 4 {
+		t.Fatalf("reached %v, want the four allowed", reached)
+	}
+}
+
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

@@ -7,7 +7,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"hash"
 	"io"
@@ -104,18 +103,13 @@ func (s *Store) applyLayer(root *layer.Root, l v1.Descriptor, diffID v1.Hash) er
 	}
 	defer closeTar()
 	uh := sha256.New()
-	err = root.Apply(io.TeeReader(tar, uh))
+	err = root.Apply(io.TeeReader(badStream{tar, l.Digest}, uh))
 	if err == nil {
 		// The compressed stream to its end, so its digest covers every byte.
-		_, err = io.Copy(io.Discard, compressed)
-	}
-	var typed *sandbox.Error
-	if err != nil && !errors.As(err, &typed) {
-		// A stream that does not decompress (or read) is the layer's fault.
-		return sandbox.Errorf(sandbox.ErrInvalid, "image_layer_invalid", "layer %s: %v", l.Digest, err)
+		_, err = io.Copy(io.Discard, badStream{compressed, l.Digest})
 	}
 	if err != nil {
-		return err
+		return err // the layer's fault typed invalid; the rest (a full disk) the host's
 	}
 	if got := hexOf(ch); got != l.Digest.Hex {
 		return mismatch("layer", l.Digest.String(), "sha256:"+got)
@@ -147,6 +141,21 @@ func decompress(r *bufio.Reader) (io.Reader, func(), error) {
 		return z, z.Close, nil
 	}
 	return r, func() {}, nil
+}
+
+// badStream types a stream's read errors (what does not decompress, or
+// ends early) as the layer's fault.
+type badStream struct {
+	r     io.Reader
+	layer v1.Hash
+}
+
+func (b badStream) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	if err != nil && err != io.EOF {
+		err = sandbox.Errorf(sandbox.ErrInvalid, "image_layer_invalid", "layer %s: %v", b.layer, err)
+	}
+	return n, err
 }
 
 func hexOf(h hash.Hash) string { return hex.EncodeToString(h.Sum(nil)) }

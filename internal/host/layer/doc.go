@@ -17,9 +17,13 @@
 //   - Whiteouts (.wh.NAME) remove NAME of lower layers; an opaque marker
 //     (.wh..wh..opq) removes what lower layers put in its directory.
 //   - Limits bound the tar bytes read (file data, headers and padding:
-//     what a compression bomb inflates to) and the entries of all layers
-//     together; a file larger than what is left is refused before a byte
-//     of it is written.
+//     what a compression bomb inflates to), what is written (file sizes, a
+//     sparse file's holes included, and a block for each directory made
+//     for a deeper name) and the entries (those directories included) of
+//     all layers together; a file larger than what is left is refused
+//     before a byte of it is written.
+//   - A whiteout never names "." or "..", and nothing is ever removed
+//     but by name inside a directory opened in the root.
 //
 // Errors are sandbox.ErrInvalid "image_layer_invalid" for a layer that
 // breaks a rule and sandbox.ErrLimit "image_too_large" for a bound.

@@ -23,10 +23,14 @@ type Limits struct {
 
 // Stats count what the layers applied so far held.
 type Stats struct {
-	Entries int   // tar entries, whiteouts included
+	Entries int   // tar entries, whiteouts included, and the directories made for them
 	Bytes   int64 // tar bytes read
-	Dropped int   // device nodes, FIFOs and sockets: never made
-	Cleared int   // files and directories whose setuid or setgid bit was cleared
+	// Written is what the root holds on disk, about: file sizes (a sparse
+	// file's holes are written out) and a block for each directory made
+	// for a deeper entry. Limits.MaxBytes bounds it too.
+	Written int64
+	Dropped int // device nodes, FIFOs and sockets: never made
+	Cleared int // files and directories whose setuid or setgid bit was cleared
 }
 
 // Root is a directory that layers are applied to, bottom layer first.
@@ -36,6 +40,9 @@ type Root struct {
 	mine map[uint64]bool // inodes the layer being applied made: an opaque marker keeps them
 	Stats
 }
+
+// dirCost is what a directory made for a deeper entry is charged.
+const dirCost = 4096
 
 // Whiteout names (the OCI image spec's layer format).
 const (
@@ -197,9 +204,11 @@ func (r *Root) entry(h *tar.Header, body io.Reader, name string, in *counted) (*
 	case tar.TypeLink:
 		return nil, r.link(h.Linkname, parent, base, name)
 	case tar.TypeReg:
-		if h.Size > in.left {
+		// A sparse file reads as few tar bytes and writes its whole size.
+		if h.Size > in.left || h.Size > r.lim.MaxBytes-r.Written {
 			return nil, tooLarge("is larger than %d bytes (file %s alone is %d bytes)", r.lim.MaxBytes, name, h.Size)
 		}
+		r.Written += h.Size
 		fd, err := unix.Openat(parent, base, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 		if err != nil {
 			return nil, pathErr("create", name, err)
@@ -256,9 +265,11 @@ func (r *Root) link(target string, parent int, base, name string) error {
 // chmodDir sets a directory's mode once its layer is done.
 func (r *Root) chmodDir(d dirMode) error {
 	fd, err := r.resolve(d.name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW)
+	if absent(err) || errors.Is(err, unix.ELOOP) {
+		return nil // a later entry of the layer replaced it
+	}
 	if err != nil {
-		// A later entry of the layer replaced it.
-		return nil
+		return pathErr("open", d.name, err)
 	}
 	defer unix.Close(fd)
 	if err := unix.Fchmod(fd, d.mode); err != nil {
@@ -269,12 +280,15 @@ func (r *Root) chmodDir(d dirMode) error {
 
 // whiteout removes name from dir, as lower layers left it.
 func (r *Root) whiteout(dir, name string) error {
-	if name == "" || name == "." {
-		return invalid("has a whiteout of nothing in %q", dir)
+	if name == "" || name == "." || name == ".." {
+		return invalid("has a whiteout of %q in %q", name, dir)
 	}
 	fd, err := r.resolve(dirName(dir), unix.O_PATH|unix.O_DIRECTORY)
-	if err != nil {
+	if absent(err) {
 		return nil // nothing below to hide
+	}
+	if err != nil {
+		return pathErr("open", dir, err)
 	}
 	defer unix.Close(fd)
 	return removeAt(fd, name)
@@ -285,8 +299,11 @@ func (r *Root) whiteout(dir, name string) error {
 func (r *Root) opaque(dir string) error {
 	dir = dirName(dir)
 	fd, err := r.resolve(dir, unix.O_RDONLY|unix.O_DIRECTORY)
-	if err != nil {
+	if absent(err) {
 		return nil
+	}
+	if err != nil {
+		return pathErr("open", dir, err)
 	}
 	defer unix.Close(fd)
 	names, err := readDir(fd)
@@ -346,6 +363,14 @@ func (r *Root) parent(name string) (int, string, error) {
 		}
 	}
 	for _, c := range parts[have:] {
+		// Directories made for a deeper entry count as entries and take a
+		// block each: one long name must not make thousands for free.
+		r.Entries++
+		r.Written += dirCost
+		if r.Entries > r.lim.MaxEntries || r.Written > r.lim.MaxBytes {
+			unix.Close(fd)
+			return -1, "", tooLarge("has more than %d entries or %d bytes", r.lim.MaxEntries, r.lim.MaxBytes)
+		}
 		if err := unix.Mkdirat(fd, c, 0o755); err != nil && !errors.Is(err, unix.EEXIST) {
 			unix.Close(fd)
 			return -1, "", pathErr("mkdir", name, err)
@@ -367,9 +392,18 @@ func (r *Root) resolve(p string, flags uint64) (int, error) {
 	return unix.Openat2(r.fd, p, &unix.OpenHow{Flags: flags | unix.O_CLOEXEC, Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS})
 }
 
+// absent reports whether err says a path is not there (or not a
+// directory where one was needed): nothing to act on.
+func absent(err error) bool {
+	return errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR)
+}
+
 // removeAt removes name from dir, a directory with all it holds; never
-// following a symlink.
+// following a symlink, never "." or "..".
 func removeAt(dir int, name string) error {
+	if name == "" || name == "." || name == ".." || strings.Contains(name, "/") {
+		return invalid("removes %q", name)
+	}
 	err := unix.Unlinkat(dir, name, 0)
 	if err == nil || errors.Is(err, unix.ENOENT) {
 		return nil

@@ -5,10 +5,12 @@ import (
 	"bytes"
 	"compress/gzip"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -408,4 +410,105 @@ func TestGarbageIsInvalid(t *testing.T) {
 	l := tarOf(t, e{name: "a", data: strings.Repeat("x", 5000)})
 	_, err = apply(t, newWorld(t).root, roomy, l[:2048])
 	wantCode(t, err, "image_layer_invalid")
+}
+
+// paxRecord is one PAX extended header record ("LEN key=value\n").
+func paxRecord(k, v string) string {
+	rec := " " + k + "=" + v + "\n"
+	n := len(rec)
+	for {
+		if l := len(strconv.Itoa(n)) + len(rec); l != n {
+			n = l
+			continue
+		}
+		return strconv.Itoa(n) + rec
+	}
+}
+
+// sparseLayer is a layer holding one PAX (1.0) sparse file of realsize
+// bytes, stored as one byte: archive/tar writes no sparse file, so its
+// extended header is swapped in for a comment of the same length.
+func sparseLayer(t *testing.T, realsize int64) []byte {
+	t.Helper()
+	want := paxRecord("GNU.sparse.major", "1") + paxRecord("GNU.sparse.minor", "0") +
+		paxRecord("GNU.sparse.name", "sparse-file") + paxRecord("GNU.sparse.realsize", strconv.FormatInt(realsize, 10))
+	// A record of the same length (the length's digits may skip it for
+	// one key: then another's does not).
+	var key, comment string
+	n := 0
+	for _, k := range []string{"comment", "execbox.pad"} {
+		for n = 1; len(paxRecord(k, strings.Repeat("c", n))) < len(want); n++ {
+		}
+		if comment = paxRecord(k, strings.Repeat("c", n)); len(comment) == len(want) {
+			key = k
+			break
+		}
+	}
+	if key == "" {
+		t.Fatalf("no record of the sparse records' length %d (%q)", len(want), want)
+	}
+	body := make([]byte, 512)
+	copy(body, fmt.Sprintf("1\n%d\n1\n", realsize-1)) // one region: the last byte
+	body = append(body, 'x')
+	var b bytes.Buffer
+	tw := tar.NewWriter(&b)
+	tw.WriteHeader(&tar.Header{Name: "f", Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(body)), Format: tar.FormatPAX,
+		PAXRecords: map[string]string{key: strings.Repeat("c", n)}})
+	tw.Write(body)
+	tw.Close()
+	out := bytes.Replace(b.Bytes(), []byte(comment), []byte(want), 1)
+	if bytes.Equal(out, b.Bytes()) {
+		t.Fatal("the comment record was not found to replace")
+	}
+	return out
+}
+
+// TestBombsOfNothing: what takes no tar bytes still counts — a sparse
+// file's holes (written out as zeros) and the directories one deep name
+// makes — and both sides of each bound hold.
+func TestBombsOfNothing(t *testing.T) {
+	// Two layers of a 600 KiB sparse file each: under 1.2 MiB of tar
+	// bytes by far, 1.2 MiB on disk.
+	sparse := sparseLayer(t, 600<<10)
+	w := newWorld(t)
+	r, err := apply(t, w.root, Limits{MaxBytes: 1200<<10 + 8<<10, MaxEntries: 10}, sparse, sparse)
+	if err != nil {
+		t.Fatalf("sparse files within the bound: %v", err)
+	}
+	if fi, err := os.Stat(filepath.Join(w.root, "sparse-file")); err != nil || fi.Size() != 600<<10 || r.Written != 1200<<10 {
+		t.Fatalf("the sparse file: %v %v, written %d", fi, err, r.Written)
+	}
+	w = newWorld(t)
+	r, err = apply(t, w.root, Limits{MaxBytes: 1 << 20, MaxEntries: 10}, sparse, sparse)
+	wantCode(t, err, "image_too_large")
+	if r.Bytes > 16<<10 {
+		t.Fatalf("%d tar bytes read: the bound held for the wrong reason", r.Bytes)
+	}
+
+	deep := tarOf(t, e{name: strings.Repeat("d/", 100) + "f", data: "x"})
+	w = newWorld(t)
+	if _, err := apply(t, w.root, Limits{MaxBytes: 100*dirCost + 1, MaxEntries: 101}, deep); err != nil {
+		t.Fatalf("100 directories for one deep name within the bounds: %v", err)
+	}
+	for _, lim := range []Limits{{MaxBytes: 100*dirCost + 1, MaxEntries: 100}, {MaxBytes: 100 * dirCost, MaxEntries: 101}} {
+		w = newWorld(t)
+		_, err = apply(t, w.root, lim, deep)
+		wantCode(t, err, "image_too_large")
+	}
+}
+
+// TestWhiteoutOfDotDot: ".wh..." names "..", the directory above; a
+// layer that holds one is refused, and nothing above the root goes.
+func TestWhiteoutOfDotDot(t *testing.T) {
+	for _, name := range []string{".wh...", "s/.wh...", "d/.wh...", ".wh..", "d/.wh."} {
+		w := newWorld(t)
+		_, err := apply(t, w.root, roomy,
+			tarOf(t, e{name: "s", typ: tar.TypeSymlink, link: "/"}, e{name: "d/x", data: "1"}),
+			tarOf(t, e{name: name}))
+		wantCode(t, err, "image_layer_invalid")
+		w.intact(t)
+		if _, err := os.Lstat(filepath.Join(w.root, "d/x")); err != nil {
+			t.Fatalf("%s: the root's own files went: %v", name, err)
+		}
+	}
 }

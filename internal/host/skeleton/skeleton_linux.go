@@ -68,7 +68,7 @@ func Build(root string, v *hostview.View) error {
 		}
 	}
 	for _, bd := range append(append([]hostview.Bind(nil), v.Binds...), v.Mounts...) {
-		if err := mountPoint(root, bd); err != nil {
+		if err := mountPoint(root, bd, v.Image != ""); err != nil {
 			return err
 		}
 	}
@@ -92,13 +92,19 @@ func writeFile(p string, data []byte, mode fs.FileMode) error {
 
 // mountPoint makes bd's target in the skeleton: a directory for a
 // directory, an empty file for a file. A target below another mount (a
-// host directory or /tmp) is not in the skeleton and is skipped.
-func mountPoint(root string, bd hostview.Bind) error {
+// host directory or /tmp) is not in the skeleton and is skipped — but over
+// an image (image) a path through the image's symlinks is refused: a
+// runtime that makes mount points before it moves into the root (bwrap)
+// would follow them on the host.
+func mountPoint(root string, bd hostview.Bind, image bool) error {
 	st, err := os.Stat(bd.Source)
 	if err != nil {
 		return fmt.Errorf("mount source %s: %w", bd.Source, err)
 	}
 	if !ownedBySkeleton(root, bd.Target) {
+		if image {
+			return fmt.Errorf("mount point %s: a directory above it in the image is not a directory (a symlink?)", bd.Target)
+		}
 		return nil
 	}
 	if st.IsDir() {
@@ -109,6 +115,9 @@ func mountPoint(root string, bd hostview.Bind) error {
 	}
 	f, err := os.OpenFile(filepath.Join(root, bd.Target), os.O_CREATE|os.O_WRONLY|os.O_EXCL, 0o644)
 	if errors.Is(err, fs.ErrExist) {
+		if lst, err := os.Lstat(filepath.Join(root, bd.Target)); image && (err != nil || !lst.Mode().IsRegular()) {
+			return fmt.Errorf("mount point %s: the image has something else than a file there (a symlink?)", bd.Target)
+		}
 		return nil
 	}
 	if err != nil {
