@@ -375,9 +375,14 @@ func (h *Host[F]) OpenDevices() error {
 			return fmt.Errorf("the host's %s is not a character device (%v)", host, err)
 		}
 		p := filepath.Join(dir, d)
-		if err := os.WriteFile(p, nil, 0o600); err != nil {
+		// Made with no descriptor open for writing: a child this process
+		// forks meanwhile holds a copy until it execs, and the read-only
+		// remount below fails (EBUSY) while one is open.
+		fd, err := unix.Open(p, unix.O_CREAT|unix.O_EXCL|unix.O_RDONLY|unix.O_CLOEXEC, 0o600)
+		if err != nil {
 			return fmt.Errorf("making the sandboxes' /dev/%s: %w", d, err)
 		}
+		unix.Close(fd)
 		if err := unix.Mount(host, p, "", unix.MS_BIND, ""); err != nil {
 			return fmt.Errorf("binding the sandboxes' /dev/%s: %w", d, err)
 		}

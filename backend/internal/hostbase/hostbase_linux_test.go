@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -293,5 +294,36 @@ func TestOpenDevices(t *testing.T) {
 	}
 	if err := os.WriteFile(filepath.Join(h.Devices, "x"), nil, 0o600); !errors.Is(err, unix.EROFS) {
 		t.Errorf("a new file beside the nodes: %v, want EROFS", err)
+	}
+}
+
+// OpenDevices while this process starts programs (as the server starts
+// sandboxes beside a backend's probe): a child between fork and exec holds
+// copies of the process's fds, and a remount read-only fails (EBUSY) while
+// a file on the mount is open for writing — CI saw bwrap "not ready" so.
+func TestOpenDevicesWhileForking(t *testing.T) {
+	testutil.RequiresRoot(t, "hostbase")
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				exec.Command("/bin/true").Run()
+			}
+		})
+	}
+	defer func() { close(stop); wg.Wait() }()
+	for i := range 100 {
+		h := &Host[struct{}]{Base: t.TempDir()}
+		err := h.OpenDevices()
+		workdir.UnmountUnder(h.Base)
+		if err != nil {
+			t.Fatalf("try %d: %v", i, err)
+		}
 	}
 }
