@@ -104,18 +104,35 @@ func base(t *testing.T) v1.Image {
 		layerOf(t, file{name: ".wh.gone"}, file{name: "app/", typ: tar.TypeDir}, file{name: "app/main.py", data: "print(1)"}))
 }
 
+// pulled is base pushed to a registry of its own and pulled into a store
+// of 64 MiB.
+type pulled struct {
+	reg, ref string
+	pushed   v1.Image
+	s        *Store
+	dir      string
+	img      Image
+}
+
+func pullBase(t *testing.T) pulled {
+	t.Helper()
+	p := pulled{reg: registry(t), pushed: base(t)}
+	p.ref = p.reg + "/test/base:1"
+	push(t, p.ref, p.pushed)
+	p.s, p.dir = open(t, 64<<20)
+	var err error
+	if p.img, err = p.s.Pull(context.Background(), p.ref); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 // TestPullUnpacksAnImage: an image pulled from a real registry is
 // unpacked with its layers applied in order, described with its config,
 // listed, found by reference and by digest, and removed whole.
 func TestPullUnpacksAnImage(t *testing.T) {
-	reg := registry(t)
-	ref := reg + "/test/base:1"
-	push(t, ref, base(t))
-	s, dir := open(t, 64<<20)
-	img, err := s.Pull(context.Background(), ref)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := pullBase(t)
+	ref, s, dir, img := p.ref, p.s, p.dir, p.img
 	if img.Root == "" || img.Layers != 2 || img.WorkingDir != "/app" || !slices.Contains(img.Env, "MARKER=from-the-image") || img.Refs[0] != ref {
 		t.Fatalf("pulled %+v", img)
 	}
@@ -143,7 +160,7 @@ func TestPullUnpacksAnImage(t *testing.T) {
 	if err := s.Remove(ref); err != nil {
 		t.Fatal(err)
 	}
-	_, err = s.Inspect(ref)
+	_, err := s.Inspect(ref)
 	wantCode(t, err, "image_not_found")
 	if left := files(t, dir); len(left) != 0 {
 		t.Fatalf("after rm the store still holds %v", left)
@@ -229,16 +246,9 @@ func TestAnImageThatLiesLeavesNothing(t *testing.T) {
 // TestACorruptedBlobIsNotUnpacked: a layer blob changed in the store
 // after the pull fails the unpack of the image's root.
 func TestACorruptedBlobIsNotUnpacked(t *testing.T) {
-	reg := registry(t)
-	ref := reg + "/test/base:1"
-	img := base(t)
-	push(t, ref, img)
-	s, dir := open(t, 64<<20)
-	got, err := s.Pull(context.Background(), ref)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ls, _ := img.Layers()
+	p := pullBase(t)
+	ref, s, dir, got := p.ref, p.s, p.dir, p.img
+	ls, _ := p.pushed.Layers()
 	d, _ := ls[0].Digest()
 	blob := filepath.Join(dir, "oci", "blobs", "sha256", d.Hex)
 	b, _ := os.ReadFile(blob)
@@ -247,7 +257,7 @@ func TestACorruptedBlobIsNotUnpacked(t *testing.T) {
 		t.Fatal(err)
 	}
 	os.RemoveAll(got.Root)
-	_, err = s.Root(ref)
+	_, err := s.Root(ref)
 	wantCode(t, err, "image_digest_mismatch")
 	if _, err := os.Lstat(got.Root); err == nil {
 		t.Fatal("a root was unpacked from a corrupted blob")
@@ -258,14 +268,8 @@ func TestACorruptedBlobIsNotUnpacked(t *testing.T) {
 // refused, leaving nothing, when it has a byte less; whether the blobs or
 // the unpacked root do not fit.
 func TestQuota(t *testing.T) {
-	reg := registry(t)
-	ref := reg + "/test/base:1"
-	push(t, ref, base(t))
-	s, _ := open(t, 64<<20)
-	img, err := s.Pull(context.Background(), ref)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := pullBase(t)
+	reg, s, img := p.reg, p.s, p.img
 	need := img.Size + img.Unpacked
 	// Blobs fetched, counted on their way.
 	var fetched atomic.Int64
@@ -349,14 +353,8 @@ func TestImportADockerSaveTar(t *testing.T) {
 // TestPruneRemovesWhatNoImageUses: an unfinished unpack and a blob no
 // image names go; the images, their blobs and roots stay.
 func TestPruneRemovesWhatNoImageUses(t *testing.T) {
-	reg := registry(t)
-	ref := reg + "/test/base:1"
-	push(t, ref, base(t))
-	s, dir := open(t, 64<<20)
-	img, err := s.Pull(context.Background(), ref)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := pullBase(t)
+	ref, s, dir, img := p.ref, p.s, p.dir, p.img
 	kept := files(t, dir)
 	leftover := filepath.Join(dir, "roots", ".unpack-123")
 	os.MkdirAll(filepath.Join(leftover, "usr"), 0o755)
@@ -367,9 +365,9 @@ func TestPruneRemovesWhatNoImageUses(t *testing.T) {
 	if err != nil || freed < int64(len("orphan")) {
 		t.Fatalf("Prune = %d, %v", freed, err)
 	}
-	for _, p := range []string{leftover, orphan} {
-		if _, err := os.Lstat(p); err == nil {
-			t.Errorf("%s is still there", p)
+	for _, gone := range []string{leftover, orphan} {
+		if _, err := os.Lstat(gone); err == nil {
+			t.Errorf("%s is still there", gone)
 		}
 	}
 	if after := files(t, dir); strings.Join(after, " ") != strings.Join(kept, " ") {
@@ -408,3 +406,20 @@ func TestPlainHTTPOnlyToThisHost(t *testing.T) {
 type roundTripper func(*http.Request) (*http.Response, error)
 
 func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// TestUnpackedCountsWhatTheTarDidNotHold: an image's size on disk, which
+// the quota adds up, includes what unpacking wrote beyond the tar's bytes
+// (here the directories of one deep name).
+func TestUnpackedCountsWhatTheTarDidNotHold(t *testing.T) {
+	reg := registry(t)
+	ref := reg + "/test/deep:1"
+	push(t, ref, imageOf(t, layerOf(t, file{name: strings.Repeat("d/", 50) + "f", data: "x"})))
+	s, _ := open(t, 64<<20)
+	img, err := s.Pull(context.Background(), ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if img.Unpacked < 50*4096 {
+		t.Fatalf("unpacked %d bytes, want at least the 50 directories' %d", img.Unpacked, 50*4096)
+	}
+}

@@ -70,7 +70,9 @@ func (s *Store) unpack(h v1.Hash) error {
 			return err
 		}
 	}
-	st, err := json.Marshal(rootStats{Bytes: root.Bytes, Dropped: root.Dropped, Cleared: root.Cleared})
+	// What the root takes: its tar bytes, or more where sparse files and
+	// made directories wrote what the tar did not hold.
+	st, err := json.Marshal(rootStats{Bytes: max(root.Bytes, root.Written), Dropped: root.Dropped, Cleared: root.Cleared})
 	if err != nil {
 		return err
 	}
